@@ -1,0 +1,7 @@
+"""Durable storage for a replica: the store interface the core's persist actions need, an
+in-memory implementation for the simulator, and the on-disk implementation."""
+
+from storage.base import DurableState, Store, apply_persists
+from storage.memory import MemoryStore
+
+__all__ = ["DurableState", "Store", "apply_persists", "MemoryStore"]

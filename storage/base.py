@@ -1,0 +1,105 @@
+"""The store interface, and the one place that turns the core's persist actions into store calls.
+
+Durability contract of a ``Store``:
+- ``append`` and ``truncate`` are buffered; they are durable only once ``sync`` returns
+  (``sync`` is the group commit: one fdatasync for everything buffered since the last one).
+- ``write_accepted_epoch``, ``write_current_epoch``, ``install_snapshot`` and ``save_snapshot``
+  are atomic and durable when they return.
+- ``recover`` returns exactly what was durable, in order, or raises ``CorruptionError``.
+
+``apply_persists`` keeps the order the core asked for *in durability*: before an epoch or
+snapshot write it syncs the log, so "history, then currentEpoch" holds even across a crash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from zabray.protocol.actions import (
+    AppendTxns,
+    InstallSnapshot,
+    Persist,
+    PersistSnapshot,
+    TruncateLog,
+    WriteAcceptedEpoch,
+    WriteCurrentEpoch,
+)
+from zabray.protocol.messages import Txn
+from zabray.protocol.zxid import ZERO, Zxid
+
+
+@dataclass(frozen=True, slots=True)
+class DurableState:
+    """What a replica recovers: its epochs, newest valid snapshot, and the log after it."""
+
+    accepted_epoch: int = 0
+    accepted_leader: int = -1
+    current_epoch: int = 0
+    snapshot_zxid: Zxid = ZERO
+    snapshot: bytes | None = None
+    txns: tuple[Txn, ...] = ()
+
+    @property
+    def last_zxid(self) -> Zxid:
+        return self.txns[-1].zxid if self.txns else self.snapshot_zxid
+
+
+class Store(Protocol):
+    def recover(self) -> DurableState: ...
+
+    def append(self, txns: Sequence[Txn]) -> None: ...
+
+    def truncate(self, zxid: Zxid) -> None: ...
+
+    def sync(self) -> None: ...
+
+    def write_accepted_epoch(self, epoch: int, leader: int) -> None: ...
+
+    def write_current_epoch(self, epoch: int) -> None: ...
+
+    def install_snapshot(self, zxid: Zxid, state: bytes) -> None: ...
+
+    def save_snapshot(self, zxid: Zxid, state: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def apply_one(store: Store, action: Persist, dirty: bool) -> bool:
+    """Apply one persist action; returns whether the log has unsynced changes afterwards."""
+    if isinstance(action, AppendTxns):
+        store.append(action.txns)
+        return True
+    if isinstance(action, TruncateLog):
+        store.truncate(action.zxid)
+        return True
+    if dirty:
+        store.sync()
+    if isinstance(action, WriteAcceptedEpoch):
+        store.write_accepted_epoch(action.epoch, action.leader)
+    elif isinstance(action, WriteCurrentEpoch):
+        store.write_current_epoch(action.epoch)
+    elif isinstance(action, InstallSnapshot):
+        store.install_snapshot(action.zxid, action.state)
+    elif isinstance(action, PersistSnapshot):
+        store.save_snapshot(action.zxid, action.state)
+    else:
+        raise TypeError(f"not a persist action: {action!r}")
+    return False
+
+
+def apply_persists(store: Store, actions: Iterable[Persist]) -> int:
+    """Make ``actions`` durable in order with one sync at the end (group commit).
+
+    Returns the highest token made durable (0 when there was nothing), which is what the shell
+    reports back to the core as ``Persisted(upto)``.
+    """
+    dirty = False
+    token = 0
+    for action in actions:
+        dirty = apply_one(store, action, dirty)
+        token = action.token
+    if dirty:
+        store.sync()
+    return token

@@ -1,0 +1,58 @@
+"""Typed errors. Every error zabray raises on purpose is a ``ZabError``.
+
+The split follows who is to blame: a caller misusing the API or giving a bad config
+(``ConfigError``), a peer or a file sending bytes that are not what they claim
+(``CodecError``, ``CorruptionError``), or the ensemble being unable to do what was asked
+right now (``NoQuorumError``, ``NotRunningError``, ``TimeoutError_``).
+"""
+
+from __future__ import annotations
+
+
+class ZabError(Exception):
+    """Base class of every error zabray raises deliberately."""
+
+
+class ConfigError(ZabError, ValueError):
+    """A configuration value or API argument is invalid; the message names the key and what to fix."""
+
+
+class CodecError(ZabError):
+    """Bytes on the wire do not decode to a valid message of a known version.
+
+    The receiver drops the connection that carried them and carries on.
+    """
+
+
+class ProtocolError(ZabError):
+    """A peer sent a well-formed message that breaks the protocol (wrong phase, bad epoch).
+
+    The receiver ends its current iteration; it never applies such a message.
+    """
+
+
+class StorageError(ZabError):
+    """Durable storage failed (an fsync error, a full disk). The replica must stop."""
+
+
+class CorruptionError(StorageError):
+    """Stored data fails its checksum or is out of order. The replica refuses to serve."""
+
+
+class NotRunningError(ZabError):
+    """The ensemble, replica or session addressed is not running."""
+
+
+class NoQuorumError(ZabError):
+    """No quorum is reachable, so nothing can commit within the timeout."""
+
+
+class RequestTimeoutError(ZabError, TimeoutError):
+    """A call did not complete within its timeout; the message says what was awaited."""
+
+
+class UncertainOutcomeError(ZabError):
+    """A write was sent but its fate is unknown (its replica lost the leader before the commit).
+
+    It may or may not be committed; ZooKeeper calls this a connection loss.
+    """

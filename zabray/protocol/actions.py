@@ -1,0 +1,139 @@
+"""What the core asks of the IO shell: send, persist, deliver, reply, trace.
+
+Persist actions carry a ``token``; tokens increase and the shell makes them durable in token
+order, reporting ``Persisted(upto)``. The core never emits a message that promises durability
+(ACKEPOCH, ACK of NEWLEADER, ACK) until the ``Persisted`` covering its backing write arrives:
+the rule is in the data flow, so a shell cannot break it by acting promptly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from zabray.protocol.events import ChannelId
+from zabray.protocol.messages import Message, Notification, Txn
+from zabray.protocol.zxid import Zxid
+
+
+class Action:
+    __slots__ = ()
+
+
+# -- network ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Open(Action):
+    """Open ``channel`` to its leader (learner side). Messages follow with ``Send``."""
+
+    channel: ChannelId
+
+
+@dataclass(frozen=True, slots=True)
+class Send(Action):
+    channel: ChannelId
+    msg: Message
+
+
+@dataclass(frozen=True, slots=True)
+class Close(Action):
+    """End ``channel``: undelivered messages on it are dropped, the peer sees ``ChannelClosed``."""
+
+    channel: ChannelId
+
+
+@dataclass(frozen=True, slots=True)
+class Notify(Action):
+    """Send an election notification to replica ``to`` (best effort; election re-sends)."""
+
+    to: int
+    note: Notification
+
+
+# -- durability (all carry a token) ------------------------------------------------------------
+
+
+class Persist(Action):
+    __slots__ = ()
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class AppendTxns(Persist):
+    token: int
+    txns: tuple[Txn, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TruncateLog(Persist):
+    """Drop every logged txn after ``zxid``."""
+
+    token: int
+    zxid: Zxid
+
+
+@dataclass(frozen=True, slots=True)
+class WriteAcceptedEpoch(Persist):
+    """acceptedEpoch = ``epoch``, promised to ``leader`` (so the same leader may re-offer it)."""
+
+    token: int
+    epoch: int
+    leader: int
+
+
+@dataclass(frozen=True, slots=True)
+class WriteCurrentEpoch(Persist):
+    token: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class InstallSnapshot(Persist):
+    """SNAP from the leader: the state as of ``zxid`` replaces the whole log and any snapshot."""
+
+    token: int
+    zxid: Zxid
+    state: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class PersistSnapshot(Persist):
+    """A local snapshot of the delivered state at ``zxid``; the log is kept."""
+
+    token: int
+    zxid: Zxid
+    state: bytes
+
+
+# -- the application and clients ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Deliver(Action):
+    """``txn`` is committed and has been applied to the state machine, in zxid order."""
+
+    txn: Txn
+    result: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class Committed(Action):
+    request_id: int
+    zxid: Zxid
+    result: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class Failed(Action):
+    """The request did not commit here. ``uncertain``: it may still commit (it left this replica)."""
+
+    request_id: int
+    reason: str
+    uncertain: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Trace(Action):
+    """A trace record (``zabray.trace``); the shell stamps run, replica, incarnation and time."""
+
+    record: object

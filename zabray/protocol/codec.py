@@ -1,0 +1,140 @@
+"""The one wire codec: versioned msgpack arrays ``[VERSION, TAG, field...]``.
+
+Decoding validates the version, the tag, the number of fields and every field's type, and
+raises ``CodecError`` on anything else, so a garbled or hostile frame can never become a
+message. Integers are range-checked (non-negative, 64-bit) because zxids, epochs and sids are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import msgpack
+
+from zabray.errors import CodecError
+from zabray.protocol.messages import ALL_MESSAGES, Message, Txn
+from zabray.protocol.zxid import Zxid
+
+VERSION = 1
+_INT_MIN = -(1 << 63)
+_U64 = 1 << 64
+
+
+def _int(v: Any) -> int:
+    if type(v) is not int or not _INT_MIN <= v < _U64:
+        raise CodecError(f"expected an integer, got {type(v).__name__}")
+    return v
+
+
+def _zxid(v: Any) -> Zxid:
+    if type(v) is not int or not 0 <= v < _U64:
+        raise CodecError(f"expected a zxid, got {v!r:.40}")
+    return Zxid(v)
+
+
+def _bytes(v: Any) -> bytes:
+    if type(v) is not bytes:
+        raise CodecError(f"expected bytes, got {type(v).__name__}")
+    return v
+
+
+def _bool(v: Any) -> bool:
+    if type(v) is not bool:
+        raise CodecError(f"expected a bool, got {type(v).__name__}")
+    return v
+
+
+def _txn(v: Any) -> Txn:
+    if type(v) is not list or len(v) != 4:
+        raise CodecError("expected a txn [zxid, value, origin, request_id]")
+    return Txn(_zxid(v[0]), _bytes(v[1]), _int(v[2]), _int(v[3]))
+
+
+def _txns(v: Any) -> tuple[Txn, ...]:
+    if type(v) is not list:
+        raise CodecError("expected a list of txns")
+    return tuple(_txn(t) for t in v)
+
+
+def _enc_txn(t: Txn) -> list[Any]:
+    return [t.zxid, t.value, t.origin, t.request_id]
+
+
+_DECODERS: dict[str, Callable[[Any], Any]] = {
+    "int": _int,
+    "bytes": _bytes,
+    "bool": _bool,
+    "Txn": _txn,
+    "tuple[Txn, ...]": _txns,
+}
+_ENCODERS: dict[str, Callable[[Any], Any]] = {
+    "Txn": _enc_txn,
+    "tuple[Txn, ...]": lambda ts: [_enc_txn(t) for t in ts],
+}
+_ZXID_FIELDS = {"zxid", "last_zxid"}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Spec:
+    cls: type[Message]
+    names: tuple[str, ...]
+    decoders: tuple[Callable[[Any], Any], ...]
+    encoders: tuple[Callable[[Any], Any] | None, ...]
+
+
+def _build_specs() -> dict[int, _Spec]:
+    specs: dict[int, _Spec] = {}
+    for cls in ALL_MESSAGES:
+        if cls.TAG in specs:
+            raise AssertionError(f"duplicate tag {cls.TAG}")
+        fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+        names = tuple(f.name for f in fields)
+        types = tuple(str(f.type) for f in fields)
+        decs = tuple(
+            _zxid if n in _ZXID_FIELDS else _DECODERS[t] for n, t in zip(names, types, strict=True)
+        )
+        encs = tuple(_ENCODERS.get(t) for t in types)
+        specs[cls.TAG] = _Spec(cls, names, decs, encs)
+    return specs
+
+
+_SPECS = _build_specs()
+_BY_CLASS = {s.cls: s for s in _SPECS.values()}
+
+
+def to_wire(msg: Message) -> list[Any]:
+    spec = _BY_CLASS[type(msg)]
+    out: list[Any] = [VERSION, spec.cls.TAG]
+    for name, enc in zip(spec.names, spec.encoders, strict=True):
+        v = getattr(msg, name)
+        out.append(enc(v) if enc is not None else v)
+    return out
+
+
+def from_wire(obj: Any) -> Message:
+    if type(obj) is not list or len(obj) < 2:
+        raise CodecError("a message is an array [version, tag, fields...]")
+    if obj[0] != VERSION:
+        raise CodecError(f"unsupported codec version {obj[0]!r:.20} (this build speaks {VERSION})")
+    spec = _SPECS.get(obj[1]) if type(obj[1]) is int else None
+    if spec is None:
+        raise CodecError(f"unknown message tag {obj[1]!r:.20}")
+    if len(obj) != 2 + len(spec.names):
+        raise CodecError(f"{spec.cls.NAME} needs {len(spec.names)} fields, got {len(obj) - 2}")
+    return spec.cls(*(dec(v) for dec, v in zip(spec.decoders, obj[2:], strict=True)))
+
+
+def encode(msg: Message) -> bytes:
+    return msgpack.packb(to_wire(msg), use_bin_type=True)
+
+
+def decode(data: bytes) -> Message:
+    try:
+        obj = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
+    except CodecError:
+        raise
+    except Exception as e:  # msgpack raises several unrelated types on garbage
+        raise CodecError(f"undecodable frame: {e}") from None
+    return from_wire(obj)

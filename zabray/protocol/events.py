@@ -1,0 +1,77 @@
+"""What the IO shell tells the core. The core's only entry point is ``Node.step(event)``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from zabray.protocol.messages import Message, Notification
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelId:
+    """One FIFO channel between a learner and a leader for one iteration of the learner.
+
+    The learner opens it when it starts following and both ends close it when either ends its
+    iteration; (``incarnation``, ``iteration``) make it unique for the life of the ensemble, so a
+    message from an old iteration can never be taken for one of the current iteration.
+    """
+
+    learner: int
+    leader: int
+    incarnation: int
+    iteration: int
+
+    def peer_of(self, sid: int) -> int:
+        return self.leader if sid == self.learner else self.learner
+
+
+class Event:
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Tick(Event):
+    """One unit of time passed. All timeouts in the core are counted in ticks."""
+
+
+@dataclass(frozen=True, slots=True)
+class Received(Event):
+    """``msg`` arrived on ``channel`` (the first message on a channel the leader has not seen opens it)."""
+
+    channel: ChannelId
+    msg: Message
+
+
+@dataclass(frozen=True, slots=True)
+class Notified(Event):
+    """An election notification arrived from ``sender``."""
+
+    sender: int
+    note: Notification
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelClosed(Event):
+    """The channel broke or the peer closed it; the iteration that used it is over."""
+
+    channel: ChannelId
+
+
+@dataclass(frozen=True, slots=True)
+class Persisted(Event):
+    """Every persist action with ``token <= upto`` is durable (they complete in token order)."""
+
+    upto: int
+
+
+@dataclass(frozen=True, slots=True)
+class Submit(Event):
+    """A client asks for ``value`` to be broadcast; answered by ``Committed`` or ``Failed``."""
+
+    request_id: int
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRequested(Event):
+    """The shell wants a snapshot of the delivered state (answered with ``PersistSnapshot``)."""

@@ -1,0 +1,241 @@
+"""Every Zab packet as a frozen, slotted dataclass, named after the protocol's own packets.
+
+Election notifications travel between any two replicas; everything else travels on a
+per-iteration channel between a learner (follower or observer) and its leader, in FIFO order.
+``TAG`` is the packet's number on the wire (see ``codec``); tags are never reused.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import ClassVar
+
+from zabray.protocol.zxid import Zxid
+
+
+class PeerState(enum.IntEnum):
+    LOOKING = 0
+    FOLLOWING = 1
+    LEADING = 2
+    OBSERVING = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Txn:
+    """A proposal's payload. ``origin``/``request_id`` name the replica and request that asked for it,
+    so that replica can answer its client when it delivers the txn; (-1, 0) when no client waits."""
+
+    zxid: Zxid
+    value: bytes
+    origin: int = -1
+    request_id: int = 0
+
+
+class Message:
+    """Base of all packets."""
+
+    __slots__ = ()
+    TAG: ClassVar[int]
+    NAME: ClassVar[str]
+
+
+# -- phase 0: fast leader election ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Notification(Message):
+    """A vote: ``leader`` proposed, with that candidate's ``zxid`` and ``epoch`` (its currentEpoch),
+    in election ``round`` (ZooKeeper's logical clock), from ``sender`` whose state is ``state``."""
+
+    TAG: ClassVar[int] = 1
+    NAME: ClassVar[str] = "NOTIFICATION"
+    sender: int
+    state: int
+    leader: int
+    zxid: int
+    epoch: int
+    round: int
+
+
+# -- phase 1: discovery ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerInfo(Message):
+    """CEPOCH: a follower's acceptedEpoch and last zxid, the first packet on a new channel."""
+
+    TAG: ClassVar[int] = 10
+    NAME: ClassVar[str] = "FOLLOWERINFO"
+    sid: int
+    accepted_epoch: int
+    last_zxid: int
+
+
+@dataclass(frozen=True, slots=True)
+class ObserverInfo(Message):
+    """As FOLLOWERINFO, from an observer: it is synced and informed but never counted in a quorum."""
+
+    TAG: ClassVar[int] = 11
+    NAME: ClassVar[str] = "OBSERVERINFO"
+    sid: int
+    accepted_epoch: int
+    last_zxid: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderInfo(Message):
+    """NEWEPOCH(e'): the prospective leader's new epoch."""
+
+    TAG: ClassVar[int] = 12
+    NAME: ClassVar[str] = "LEADERINFO"
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class AckEpoch(Message):
+    """ACK-E: sent only once acceptedEpoch = e' is durable; carries currentEpoch and last zxid."""
+
+    TAG: ClassVar[int] = 13
+    NAME: ClassVar[str] = "ACKEPOCH"
+    current_epoch: int
+    last_zxid: int
+
+
+# -- phase 2: synchronization ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Diff(Message):
+    """Txns the learner lacks, in zxid order (possibly one of several chunks)."""
+
+    TAG: ClassVar[int] = 20
+    NAME: ClassVar[str] = "DIFF"
+    txns: tuple[Txn, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Trunc(Message):
+    """Cut the learner's log back to ``zxid``: what follows was never committed."""
+
+    TAG: ClassVar[int] = 21
+    NAME: ClassVar[str] = "TRUNC"
+    zxid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Snap(Message):
+    """Replace the learner's state with the leader's state as of ``zxid`` (all committed)."""
+
+    TAG: ClassVar[int] = 22
+    NAME: ClassVar[str] = "SNAP"
+    zxid: int
+    state: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class NewLeader(Message):
+    """NEWLEADER(e'): the history sent so far ends at ``zxid``; acknowledge it once it and
+    currentEpoch = e' are durable."""
+
+    TAG: ClassVar[int] = 23
+    NAME: ClassVar[str] = "NEWLEADER"
+    epoch: int
+    zxid: int
+
+
+@dataclass(frozen=True, slots=True)
+class AckNewLeader(Message):
+    """ACK of NEWLEADER: the learner's history through ``zxid`` and currentEpoch are durable."""
+
+    TAG: ClassVar[int] = 24
+    NAME: ClassVar[str] = "ACK_NEWLEADER"
+    epoch: int
+    zxid: int
+
+
+@dataclass(frozen=True, slots=True)
+class UpToDate(Message):
+    """COMMIT-LD: the leader is established; everything through ``zxid`` is committed."""
+
+    TAG: ClassVar[int] = 25
+    NAME: ClassVar[str] = "UPTODATE"
+    zxid: int
+
+
+# -- phase 3: broadcast -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal(Message):
+    TAG: ClassVar[int] = 30
+    NAME: ClassVar[str] = "PROPOSAL"
+    txn: Txn
+
+
+@dataclass(frozen=True, slots=True)
+class Ack(Message):
+    """Cumulative: every proposal of this epoch through ``zxid`` is durable at the sender."""
+
+    TAG: ClassVar[int] = 31
+    NAME: ClassVar[str] = "ACK"
+    zxid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Commit(Message):
+    """Cumulative: every txn through ``zxid`` is committed."""
+
+    TAG: ClassVar[int] = 32
+    NAME: ClassVar[str] = "COMMIT"
+    zxid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Inform(Message):
+    """Committed txns for an observer, which sees no PROPOSAL and sends no ACK."""
+
+    TAG: ClassVar[int] = 33
+    NAME: ClassVar[str] = "INFORM"
+    txns: tuple[Txn, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Ping(Message):
+    """Heartbeat both ways; from the leader ``zxid`` is its last committed zxid."""
+
+    TAG: ClassVar[int] = 34
+    NAME: ClassVar[str] = "PING"
+    zxid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Request(Message):
+    """A client write forwarded by the learner ``origin`` to its leader."""
+
+    TAG: ClassVar[int] = 35
+    NAME: ClassVar[str] = "REQUEST"
+    origin: int
+    request_id: int
+    value: bytes
+
+
+ALL_MESSAGES: tuple[type[Message], ...] = (
+    Notification,
+    FollowerInfo,
+    ObserverInfo,
+    LeaderInfo,
+    AckEpoch,
+    Diff,
+    Trunc,
+    Snap,
+    NewLeader,
+    AckNewLeader,
+    UpToDate,
+    Proposal,
+    Ack,
+    Commit,
+    Inform,
+    Ping,
+    Request,
+)

@@ -1,0 +1,153 @@
+"""The trace schema (version 1), shared by the simulator and real runs.
+
+A run directory holds ``trace/*.jsonl``: one JSON object per line, one file per writer
+(a replica incarnation, a client, the fault injector, the simulator). Every row has the
+envelope columns and the columns of its ``kind``; absent columns are null. Spark reads the
+files directly with ``SCHEMA`` (see ``zabray.pipeline``), so adding a column is a compatible
+change and renaming one needs a new ``SCHEMA_VERSION``.
+
+Kinds and what they promise:
+
+``state``      a replica entered ``state`` (LOOKING/FOLLOWING/LEADING/OBSERVING) for ``epoch``,
+               following ``leader`` (-1 while looking).
+``established`` a leader's epoch is established (a quorum acked NEWLEADER); ``zxid`` ends its
+               initial history.
+``propose``    leader ``replica`` broadcast ``zxid`` (epoch ``epoch``) with value ``digest``.
+``deliver``    ``replica`` delivered ``zxid`` with value ``digest``; per incarnation, in order.
+``snapshot``   ``replica`` replaced its state by a SNAP of the leader's state through ``zxid``;
+               its deliveries go on after ``zxid``.
+``client``     one client operation: ``session``, ``op``, ``path``, ``invoke_t``,
+               ``complete_t``, ``outcome`` (ok/failed/unknown), ``zxid`` (the zxid it wrote, or
+               the zxid its read saw), ``digest`` of the value written.
+``fault``      the injector applied ``fault`` to ``target`` (a replica sid list as text)
+               from ``start`` to ``end`` (end null while it lasts).
+
+``t`` is seconds (wall clock, float) in real runs and the simulated tick in simulated runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from typing import Any, TextIO
+
+SCHEMA_VERSION = 1
+
+# column, JSON/Spark type, meaning. The single source of truth for the pipeline.
+SCHEMA: tuple[tuple[str, str, str], ...] = (
+    ("v", "int", "schema version"),
+    ("run", "string", "run id"),
+    ("src", "string", "writer: replica-<sid>, client-<n>, faults, sim"),
+    ("replica", "int", "replica sid (-1 when not a replica)"),
+    ("inc", "int", "incarnation of the replica (restarts so far)"),
+    ("t", "double", "time: seconds (real runs) or ticks (simulation)"),
+    ("kind", "string", "state | established | propose | deliver | snapshot | client | fault"),
+    ("epoch", "long", "epoch"),
+    ("zxid", "long", "zxid (epoch << 32 | counter)"),
+    ("digest", "string", "hex digest of the value"),
+    ("state", "string", "LOOKING | FOLLOWING | LEADING | OBSERVING"),
+    ("leader", "int", "leader followed (-1 if none)"),
+    ("session", "long", "client session id"),
+    ("op", "string", "client op: write | read | create | set | delete | get | ..."),
+    ("path", "string", "znode path of a client op"),
+    ("invoke_t", "double", "when the client invoked the op"),
+    ("complete_t", "double", "when the client saw the outcome (null if never)"),
+    ("outcome", "string", "ok | failed | unknown"),
+    ("fault", "string", "fault kind"),
+    ("target", "string", "fault target replicas, e.g. '1,3'"),
+    ("start", "double", "fault start"),
+    ("end", "double", "fault end"),
+)
+COLUMNS = tuple(c for c, _, _ in SCHEMA)
+
+
+def digest(value: bytes) -> str:
+    """The value digest used in every trace: 16 hex characters of BLAKE2b."""
+    return hashlib.blake2b(value, digest_size=8).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    state: str
+    epoch: int
+    leader: int
+    kind: str = "state"
+
+
+@dataclass(frozen=True, slots=True)
+class Established:
+    epoch: int
+    zxid: int
+    kind: str = "established"
+
+
+@dataclass(frozen=True, slots=True)
+class Proposed:
+    epoch: int
+    zxid: int
+    digest: str
+    kind: str = "propose"
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    epoch: int
+    zxid: int
+    digest: str
+    kind: str = "deliver"
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotInstalled:
+    epoch: int
+    zxid: int
+    kind: str = "snapshot"
+
+
+@dataclass(frozen=True, slots=True)
+class ClientOp:
+    session: int
+    op: str
+    invoke_t: float
+    complete_t: float | None
+    outcome: str
+    zxid: int | None = None
+    digest: str | None = None
+    path: str | None = None
+    kind: str = "client"
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    fault: str
+    target: str
+    start: float
+    end: float | None = None
+    kind: str = "fault"
+
+
+def row(record: Any, *, run: str, src: str, replica: int, inc: int, t: float) -> dict[str, Any]:
+    """One trace row: the envelope plus the record's own fields."""
+    out: dict[str, Any] = {"v": SCHEMA_VERSION, "run": run, "src": src, "replica": replica, "inc": inc, "t": t}
+    out.update(asdict(record))
+    return out
+
+
+class TraceWriter:
+    """Appends rows as JSON lines to an open text file. Flushes on ``flush()``/``close()``;
+    a trace is evidence, not state, so it is not fsynced per row."""
+
+    def __init__(self, fh: TextIO, *, run: str, src: str, replica: int = -1, inc: int = 0) -> None:
+        self._fh = fh
+        self._env = {"run": run, "src": src, "replica": replica, "inc": inc}
+
+    def write(self, record: Any, t: float) -> None:
+        self._fh.write(json.dumps(row(record, t=t, **self._env), separators=(",", ":")))
+        self._fh.write("\n")
+
+    def flush(self) -> None:
+        self._fh.flush()
+
+    def close(self) -> None:
+        self._fh.close()
