@@ -1,0 +1,244 @@
+"""Phases 1-3 on a learner: a follower, or an observer (which never votes or ACKs proposals).
+
+Every acknowledgement waits for the write it promises: ACKEPOCH for acceptedEpoch = e',
+ACK of NEWLEADER for the synced history and then currentEpoch = e' (in that order of
+durability), ACK(z) for every proposal through z. Delivery starts only at UPTODATE, which
+tells the learner its leader is established and what is committed.
+
+A NEWEPOCH equal to acceptedEpoch is acknowledged only when it comes from the leader it was
+promised to: a leader makes acceptedEpoch = e' durable before offering it, so (e', leader)
+names one leader iteration and re-acknowledging it after a reconnect is safe.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from typing import TYPE_CHECKING
+
+from zabray import trace
+from zabray.errors import ProtocolError
+from zabray.protocol.actions import (
+    AppendTxns,
+    Close,
+    InstallSnapshot,
+    Open,
+    Send,
+    TruncateLog,
+    WriteAcceptedEpoch,
+    WriteCurrentEpoch,
+)
+from zabray.protocol.events import ChannelId
+from zabray.protocol.messages import (
+    Ack,
+    AckEpoch,
+    AckNewLeader,
+    Commit,
+    Diff,
+    FollowerInfo,
+    Inform,
+    LeaderInfo,
+    Message,
+    NewLeader,
+    ObserverInfo,
+    PeerState,
+    Ping,
+    Proposal,
+    Request,
+    Snap,
+    Trunc,
+    UpToDate,
+)
+from zabray.protocol.role import Role
+from zabray.protocol.zxid import ZERO, Zxid
+
+if TYPE_CHECKING:
+    from zabray.protocol.node import Node
+
+
+class Stage(enum.IntEnum):
+    INFO_SENT = 0
+    EPOCH_ACKED = 1  # ACKEPOCH sent (or held); receiving the sync
+    NEWLEADER = 2  # NEWLEADER received; proposals may follow
+    BROADCAST = 3  # UPTODATE received: delivering
+
+
+class Learner(Role):
+    def __init__(self, node: Node, leader: int) -> None:
+        super().__init__(node)
+        self.leader = leader
+        self.observer = node.is_observer
+        self.channel = ChannelId(node.sid, leader, node.incarnation, node.iteration)
+        self.stage = Stage.INFO_SENT
+        self.epoch = -1
+        self.started = node.now
+        self.heard = node.now
+        self.commit_target: Zxid = ZERO
+        self.last_acked: Zxid = ZERO
+        self._marks: deque[tuple[int, Zxid]] = deque()
+        self._forwarded: set[int] = set()
+        node.set_state(PeerState.OBSERVING if self.observer else PeerState.FOLLOWING, leader,
+                       node.current_epoch)
+        node.emit(Open(self.channel))
+        info = ObserverInfo if self.observer else FollowerInfo
+        self._send(info(node.sid, node.accepted_epoch, node.history.last))
+
+    def phase_name(self) -> str:
+        return ("discovery", "synchronization", "synchronization", "broadcast")[self.stage]
+
+    def channels(self) -> list[ChannelId]:
+        return [self.channel]
+
+    def uncertain_requests(self) -> list[int]:
+        return sorted(self._forwarded)
+
+    def _send(self, msg: Message) -> None:
+        self.node.emit(Send(self.channel, msg))
+
+    # -- dispatch ------------------------------------------------------------------------------
+
+    def on_message(self, channel: ChannelId, msg: Message) -> None:
+        n = self.node
+        if channel != self.channel:
+            n.emit(Close(channel))
+            return
+        self.heard = n.now
+        t = type(msg)
+        if t is Proposal:
+            self._on_proposal(msg)  # type: ignore[arg-type]
+        elif t is Commit:
+            self._on_commit(msg.zxid)  # type: ignore[attr-defined]
+        elif t is Ping:
+            self._send(Ping(n.history.last))
+        elif t is Inform:
+            self._on_inform(msg)  # type: ignore[arg-type]
+        elif t is LeaderInfo:
+            self._on_leader_info(msg)  # type: ignore[arg-type]
+        elif t in (Diff, Trunc, Snap):
+            self._on_sync(msg)
+        elif t is NewLeader:
+            self._on_newleader(msg)  # type: ignore[arg-type]
+        elif t is UpToDate:
+            self._on_uptodate(msg)  # type: ignore[arg-type]
+        else:
+            raise ProtocolError(f"unexpected {msg.NAME} from leader {self.leader}")
+
+    # -- discovery -------------------------------------------------------------------------------
+
+    def _on_leader_info(self, msg: LeaderInfo) -> None:
+        n = self.node
+        if self.stage != Stage.INFO_SENT:
+            raise ProtocolError("LEADERINFO twice")
+        e = msg.epoch
+        if e > n.accepted_epoch:
+            n.accepted_epoch, n.accepted_leader = e, self.leader
+            n.persist(WriteAcceptedEpoch, e, self.leader)
+        elif not (e == n.accepted_epoch and n.accepted_leader == self.leader):
+            raise ProtocolError(f"NEWEPOCH {e} is not above acceptedEpoch {n.accepted_epoch}")
+        self.epoch = e
+        self.stage = Stage.EPOCH_ACKED
+        n.hold(Send(self.channel, AckEpoch(n.current_epoch, n.history.last)))
+
+    # -- synchronization -------------------------------------------------------------------------
+
+    def _on_sync(self, msg: Message) -> None:
+        n = self.node
+        if self.stage != Stage.EPOCH_ACKED:
+            raise ProtocolError(f"{msg.NAME} outside synchronization")
+        if isinstance(msg, Diff):
+            self._append(msg.txns)
+        elif isinstance(msg, Trunc):
+            if msg.zxid < n.applied:
+                raise ProtocolError(f"TRUNC to {Zxid(msg.zxid)!r} would undo delivered {n.applied!r}")
+            n.history.truncate(msg.zxid)
+            n.persist(TruncateLog, Zxid(msg.zxid))
+        elif isinstance(msg, Snap):
+            z = Zxid(msg.zxid)
+            n.app.restore(msg.state)
+            n.history.reset(z)
+            n.applied = z
+            n.persist(InstallSnapshot, z, msg.state)
+            n.trace(trace.SnapshotInstalled(z.epoch, z))
+
+    def _append(self, txns: tuple) -> None:  # type: ignore[type-arg]
+        if not txns:
+            return
+        n = self.node
+        for t in txns:
+            n.history.append(t)
+        self._marks.append((n.persist(AppendTxns, txns), txns[-1].zxid))
+
+    def _on_newleader(self, msg: NewLeader) -> None:
+        n = self.node
+        if self.stage != Stage.EPOCH_ACKED or msg.epoch != self.epoch:
+            raise ProtocolError("NEWLEADER out of order")
+        if msg.zxid != n.history.last:
+            raise ProtocolError(f"NEWLEADER at {Zxid(msg.zxid)!r} but synced to {n.history.last!r}")
+        n.current_epoch = msg.epoch
+        n.persist(WriteCurrentEpoch, msg.epoch)
+        self.stage = Stage.NEWLEADER
+        self._marks.clear()  # the NEWLEADER ack covers everything synced so far
+        self.last_acked = n.history.last
+        n.hold(Send(self.channel, AckNewLeader(msg.epoch, n.history.last)))
+        n.set_state(n.state, self.leader, msg.epoch)
+
+    def _on_uptodate(self, msg: UpToDate) -> None:
+        if self.stage != Stage.NEWLEADER:
+            raise ProtocolError("UPTODATE before NEWLEADER")
+        self.stage = Stage.BROADCAST
+        self._on_commit(msg.zxid)
+
+    # -- broadcast -------------------------------------------------------------------------------
+
+    def _on_proposal(self, msg: Proposal) -> None:
+        txn = msg.txn
+        if self.observer or self.stage < Stage.NEWLEADER or txn.zxid.epoch != self.epoch:
+            raise ProtocolError(f"PROPOSAL {txn.zxid!r} out of place")
+        self._append((txn,))
+
+    def on_persisted(self, upto: int) -> None:
+        marks = self._marks
+        if not marks or marks[0][0] > upto:
+            return
+        z = ZERO
+        while marks and marks[0][0] <= upto:
+            z = marks.popleft()[1]
+        if self.stage >= Stage.NEWLEADER and not self.observer and z > self.last_acked:
+            self.last_acked = z
+            self._send(Ack(z))
+
+    def _on_commit(self, z: int) -> None:
+        if z > self.commit_target:
+            self.commit_target = Zxid(z)
+        if self.stage == Stage.BROADCAST:
+            self.node.deliver_to(self.commit_target)
+
+    def _on_inform(self, msg: Inform) -> None:
+        n = self.node
+        if not self.observer or self.stage < Stage.NEWLEADER:
+            raise ProtocolError("INFORM out of place")
+        fresh = tuple(t for t in msg.txns if t.zxid > n.history.last)
+        self._append(fresh)
+        if msg.txns:
+            self._on_commit(msg.txns[-1].zxid)
+
+    def on_submit(self, request_id: int, value: bytes) -> None:
+        if self.stage != Stage.BROADCAST:
+            super().on_submit(request_id, value)
+            return
+        self._forwarded.add(request_id)
+        self._send(Request(self.node.sid, request_id, value))
+
+    def on_tick(self) -> None:
+        n = self.node
+        if n.now - self.heard > n.cfg.sync_limit:
+            n.new_iteration(f"leader {self.leader} silent")
+        elif self.stage != Stage.BROADCAST and n.now - self.started > n.cfg.init_limit:
+            n.new_iteration(f"not synchronized with {self.leader} within init_limit")
+
+    def on_closed(self, channel: ChannelId) -> None:
+        if channel == self.channel:
+            self.node.new_iteration(f"channel to leader {self.leader} closed")
+
+    def forget_request(self, request_id: int) -> None:
+        self._forwarded.discard(request_id)

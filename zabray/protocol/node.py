@@ -1,0 +1,234 @@
+"""One replica's protocol state machine: events in, actions out, no IO.
+
+``Node.step(event) -> list[Action]`` is the only entry point. The node owns what every role
+shares: the epochs, the in-memory history, the state machine, persist tokens and the
+acknowledgements held back until the write behind them is durable. The role objects
+(``Election``, ``Leader``, ``Learner``) hold what belongs to one iteration; ending an
+iteration throws the role away, closes its channels and drops what it held.
+
+Invariants:
+- ``applied`` <= ``history.last``; everything at or below ``applied`` was delivered in order.
+- ``durable_token`` <= ``token``; an action in ``_held`` is released only once
+  ``durable_token`` reaches the token that was current when it was held.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import TYPE_CHECKING
+
+from zabray import trace
+from zabray.errors import ProtocolError
+from zabray.protocol.actions import (
+    Action,
+    Close,
+    Committed,
+    Deliver,
+    Failed,
+    Persist,
+    PersistSnapshot,
+    Send,
+    Trace,
+)
+from zabray.protocol.config import ProtocolConfig
+from zabray.protocol.events import (
+    ChannelClosed,
+    Event,
+    Notified,
+    Persisted,
+    Received,
+    SnapshotRequested,
+    Submit,
+    Tick,
+)
+from zabray.protocol.history import History
+from zabray.protocol.messages import PeerState
+from zabray.protocol.statemachine import StateMachine, ValueLog
+from zabray.protocol.zxid import Zxid
+
+if TYPE_CHECKING:
+    from storage.base import DurableState
+    from zabray.protocol.election import Election
+    from zabray.protocol.leader import Leader
+    from zabray.protocol.learner import Learner
+
+log = logging.getLogger(__name__)
+
+
+class Node:
+    def __init__(
+        self,
+        sid: int,
+        config: ProtocolConfig,
+        durable: DurableState,
+        *,
+        incarnation: int = 0,
+        app: StateMachine | None = None,
+    ) -> None:
+        if sid not in config.members:
+            raise ProtocolError(f"sid {sid} is not a member of {sorted(config.members)}")
+        self.sid = sid
+        self.cfg = config
+        self.incarnation = incarnation
+        self.is_observer = sid in config.observers
+        self.accepted_epoch = durable.accepted_epoch
+        self.accepted_leader = durable.accepted_leader
+        self.current_epoch = durable.current_epoch
+        self.history = History(durable.snapshot_zxid, durable.txns)
+        self.app: StateMachine = app if app is not None else ValueLog()
+        if durable.snapshot is not None:
+            self.app.restore(durable.snapshot)
+        self.applied: Zxid = durable.snapshot_zxid
+        self.now = 0
+        self.iteration = 0
+        self.round = 0
+        self.state = PeerState.LOOKING
+        self.leader_sid = -1
+        self.vote: tuple[int, int, int] = (-1, 0, 0)
+        self.token = 0
+        self.durable_token = 0
+        self._held: deque[tuple[int, Action]] = deque()
+        self._snapshots: deque[tuple[int, Zxid]] = deque()
+        self._out: list[Action] = []
+        self.role: Election | Leader | Learner
+        from zabray.protocol.election import Election
+
+        self.role = Election(self)
+
+    # -- the entry point ------------------------------------------------------------------
+
+    def step(self, event: Event) -> list[Action]:
+        self._out = out = []
+        try:
+            self._dispatch(event)
+        except ProtocolError as e:
+            log.info("replica %d: %s; ending iteration %d", self.sid, e, self.iteration)
+            self.new_iteration(f"protocol error: {e}")
+        self._out = []
+        return out
+
+    def _dispatch(self, event: Event) -> None:
+        role = self.role
+        if type(event) is Received:
+            role.on_message(event.channel, event.msg)
+        elif type(event) is Persisted:
+            self._on_persisted(event.upto)
+        elif type(event) is Tick:
+            self.now += 1
+            role.on_tick()
+        elif type(event) is Notified:
+            self._on_notified(event)
+        elif type(event) is ChannelClosed:
+            role.on_closed(event.channel)
+        elif type(event) is Submit:
+            role.on_submit(event.request_id, event.value)
+        elif type(event) is SnapshotRequested:
+            self._snapshot()
+        else:
+            raise TypeError(f"not an event: {event!r}")
+
+    # -- services for the roles ------------------------------------------------------------
+
+    def emit(self, action: Action) -> None:
+        self._out.append(action)
+
+    def persist(self, action_type: type[Persist], *args: object) -> int:
+        self.token += 1
+        self._out.append(action_type(self.token, *args))  # type: ignore[call-arg]
+        return self.token
+
+    def hold(self, action: Action) -> None:
+        """Emit ``action`` once every persist issued so far is durable."""
+        if self.durable_token >= self.token:
+            self._out.append(action)
+        else:
+            self._held.append((self.token, action))
+
+    def trace(self, record: object) -> None:
+        self._out.append(Trace(record))
+
+    def _on_persisted(self, upto: int) -> None:
+        if upto <= self.durable_token:
+            return
+        self.durable_token = upto
+        held = self._held
+        while held and held[0][0] <= upto:
+            self._out.append(held.popleft()[1])
+        snaps = self._snapshots
+        while snaps and snaps[0][0] <= upto:
+            self._compact(snaps.popleft()[1])
+        self.role.on_persisted(upto)
+
+    def deliver_to(self, z: int) -> None:
+        """Deliver, in order, every txn after ``applied`` up to ``z`` that the history holds."""
+        if z <= self.applied:
+            return
+        app, sid, out = self.app, self.sid, self._out
+        for txn in self.history.after(self.applied, z):
+            result = app.apply(txn)
+            out.append(Deliver(txn, result))
+            out.append(Trace(trace.Delivered(txn.zxid.epoch, txn.zxid, trace.digest(txn.value))))
+            if txn.origin == sid:
+                out.append(Committed(txn.request_id, txn.zxid, result))
+                self.role.forget_request(txn.request_id)
+            self.applied = txn.zxid
+
+    def new_iteration(self, why: str) -> None:
+        """End the current iteration: close its channels, drop what it held, look for a leader."""
+        from zabray.protocol.election import Election
+
+        for ch in self.role.channels():
+            self._out.append(Close(ch))
+        for rid in self.role.uncertain_requests():
+            self._out.append(Failed(rid, f"iteration ended ({why})", uncertain=True))
+        # Held sends all belong to the iteration's channels, which are now closed.
+        self._held = deque(a for a in self._held if not isinstance(a[1], Send))
+        self.iteration += 1
+        self.role = Election(self)
+
+    def set_state(self, state: PeerState, leader: int, epoch: int) -> None:
+        self.state = state
+        self.leader_sid = leader
+        self.trace(trace.StateChange(state.name, epoch, leader))
+
+    # -- snapshots -----------------------------------------------------------------------------
+
+    def _snapshot(self) -> None:
+        token = self.persist(PersistSnapshot, self.applied, self.app.snapshot())
+        self._snapshots.append((token, self.applied))
+
+    def _compact(self, snap_zxid: Zxid) -> None:
+        """Keep ``diff_window`` txns below the snapshot for DIFFs; forget older ones."""
+        keep_from = self.history.after(self.history.base, snap_zxid)
+        cut = len(keep_from) - self.cfg.diff_window
+        if cut > 0:
+            self.history.compact(keep_from[cut - 1].zxid)
+
+    # -- election traffic for a replica that is not looking ----------------------------------
+
+    def _on_notified(self, event: Notified) -> None:
+        if self.state == PeerState.LOOKING:
+            self.role.on_notification(event.note)  # type: ignore[union-attr]
+        elif event.note.state == PeerState.LOOKING:
+            self.role.answer_looking(event.sender)  # type: ignore[union-attr]
+
+    # -- introspection for shells and tests ------------------------------------------------
+
+    @property
+    def last_zxid(self) -> Zxid:
+        return self.history.last
+
+    def status(self) -> dict[str, object]:
+        return {
+            "sid": self.sid,
+            "state": self.state.name,
+            "leader": self.leader_sid,
+            "accepted_epoch": self.accepted_epoch,
+            "current_epoch": self.current_epoch,
+            "last_zxid": int(self.history.last),
+            "applied": int(self.applied),
+            "iteration": self.iteration,
+            "incarnation": self.incarnation,
+            "phase": self.role.phase_name(),
+        }

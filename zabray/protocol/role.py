@@ -1,0 +1,52 @@
+"""What every role (election, leader, learner) offers the node."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from zabray.protocol.actions import Failed, Notify
+from zabray.protocol.events import ChannelId
+from zabray.protocol.messages import Message, Notification
+
+if TYPE_CHECKING:
+    from zabray.protocol.node import Node
+
+
+class Role:
+    PHASE = "?"
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    def on_message(self, channel: ChannelId, msg: Message) -> None:
+        raise NotImplementedError
+
+    def on_persisted(self, upto: int) -> None:
+        pass
+
+    def on_tick(self) -> None:
+        pass
+
+    def on_closed(self, channel: ChannelId) -> None:
+        pass
+
+    def on_submit(self, request_id: int, value: bytes) -> None:
+        self.node.emit(Failed(request_id, "no leader is established", uncertain=False))
+
+    def forget_request(self, request_id: int) -> None:
+        """The request committed and was answered; it is no longer in doubt."""
+
+    def channels(self) -> list[ChannelId]:
+        return []
+
+    def uncertain_requests(self) -> list[int]:
+        return []
+
+    def phase_name(self) -> str:
+        return self.PHASE
+
+    def answer_looking(self, to: int) -> None:
+        """Tell a looking replica whom we follow (or that we lead), so a late joiner finds us."""
+        n = self.node
+        leader, zxid, epoch = n.vote
+        n.emit(Notify(to, Notification(n.sid, int(n.state), leader, zxid, epoch, n.round)))
