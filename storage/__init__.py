@@ -2,6 +2,7 @@
 in-memory implementation for the simulator, and the on-disk implementation."""
 
 from storage.base import DurableState, Store, apply_persists
+from storage.disk import DiskStore
 from storage.memory import MemoryStore
 
-__all__ = ["DurableState", "Store", "apply_persists", "MemoryStore"]
+__all__ = ["DurableState", "Store", "apply_persists", "MemoryStore", "DiskStore"]

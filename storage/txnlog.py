@@ -1,0 +1,483 @@
+"""The transaction log: preallocated, append-only segment files of checksummed records.
+
+Segment file ``log.<generation:08x>.<seq:08x>``::
+
+    header (32 bytes)  magic "ZBLG" | version u16 | flags u16 | generation u32 | seq u32 | prev zxid u64
+                       | crc32 u32 of the 24 bytes before | 4 zero bytes
+    records            back to back from offset 32
+    zeros              up to the preallocated size
+
+Record (36-byte header, then the value)::
+
+    magic u32 | value length u32 | zxid u64 | origin i64 | request_id i64 | crc32 u32 | value
+
+The record's crc32 covers its first 32 header bytes and the value. A record header is never all
+zeros (the magic is not zero), so the first all-zero header marks the end of a segment's data.
+
+Invariants (checked on open by ``storage.recovery``):
+
+- Zxids strictly increase across the whole log of a generation.
+- ``prev`` of a segment is the log's tail when the segment was created: every record of earlier
+  segments is <= prev < every record of this one, and for consecutive segments a, b:
+  ``b.prev == tail(a)`` (a's last zxid, or a.prev if a has none). This makes a missing or
+  shortened segment detectable, and tells which segments a snapshot needs.
+- Everything after a segment's last record is zero (or end of file). Preallocation writes real
+  zeros; truncation and torn-tail repair cut with ``ftruncate`` (atomic) before re-zeroing.
+- A segment file appears under its final name only complete with header and preallocation
+  (temp file, fsync, rename, fsync directory).
+- Only the newest segment can hold a torn record: every sync writes into one segment and a sync
+  that does not fit rolls over to a new segment first.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import struct
+import zlib
+from array import array
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from storage import fsutil
+from zabray.errors import ConfigError, CorruptionError
+from zabray.protocol.messages import Txn
+from zabray.protocol.zxid import Zxid, fmt
+
+log = logging.getLogger(__name__)
+
+SEG_MAGIC = b"ZBLG"
+SEG_VERSION = 1
+_SEG_BODY = struct.Struct("<4sHHIIQ")
+_U32 = struct.Struct("<I")
+SEG_HEADER_SIZE = 32
+
+REC_MAGIC = 0x3152425A  # b"ZBR1" little-endian
+_REC_MAGIC_BYTES = _U32.pack(REC_MAGIC)
+_REC_HEAD = struct.Struct("<IIQqq")
+REC_HEADER_SIZE = _REC_HEAD.size + _U32.size  # 36
+_ZERO_HEADER = bytes(REC_HEADER_SIZE)
+_PAGE = 4096
+_NAME = re.compile(r"^log\.([0-9a-f]{8})\.([0-9a-f]{8})$")
+
+
+# -- names and headers ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """A segment of the current log: its sequence number, its ``prev`` zxid and file name."""
+
+    generation: int
+    seq: int
+    prev: Zxid
+    name: str
+
+
+def segment_name(generation: int, seq: int) -> str:
+    return f"log.{generation:08x}.{seq:08x}"
+
+
+def parse_segment_name(name: str) -> tuple[int, int] | None:
+    m = _NAME.match(name)
+    return None if m is None else (int(m.group(1), 16), int(m.group(2), 16))
+
+
+def encode_segment_header(generation: int, seq: int, prev: int) -> bytes:
+    body = _SEG_BODY.pack(SEG_MAGIC, SEG_VERSION, 0, generation, seq, prev)
+    return body + _U32.pack(zlib.crc32(body)) + bytes(SEG_HEADER_SIZE - _SEG_BODY.size - 4)
+
+
+def decode_segment_header(name: str, data: bytes, generation: int, seq: int) -> SegmentInfo:
+    """Verify a segment header against its file name; ``CorruptionError`` otherwise."""
+    if len(data) < SEG_HEADER_SIZE:
+        raise CorruptionError(f"{name}: {len(data)} bytes at offset 0, shorter than the segment header")
+    (crc,) = _U32.unpack_from(data, _SEG_BODY.size)
+    if zlib.crc32(data[: _SEG_BODY.size]) != crc:
+        raise CorruptionError(f"{name}: segment header checksum mismatch at offset 0")
+    magic, version, _flags, gen, sq, prev = _SEG_BODY.unpack_from(data)
+    if magic != SEG_MAGIC or version != SEG_VERSION:
+        raise CorruptionError(f"{name}: bad segment magic/version at offset 0")
+    if (gen, sq) != (generation, seq):
+        raise CorruptionError(f"{name}: header names generation {gen} seq {sq}, not its file name")
+    return SegmentInfo(generation, seq, Zxid(prev), name)
+
+
+def read_segment_header(dirpath: str, name: str, generation: int, seq: int) -> SegmentInfo:
+    with open(os.path.join(dirpath, name), "rb") as f:
+        return decode_segment_header(name, f.read(SEG_HEADER_SIZE), generation, seq)
+
+
+# -- records --------------------------------------------------------------------------------------
+
+
+def encode_txns(txns: Sequence[Txn], after: int) -> tuple[list[bytes], list[int], list[int]]:
+    """Encode txns as records; returns (parts, zxids, sizes). Validates before anything is kept.
+
+    Raises ``ConfigError`` when zxids do not strictly increase from ``after`` or a field does not
+    fit its slot: such a record could never be recovered, so it must not be written.
+    """
+    parts: list[bytes] = []
+    zxids: list[int] = []
+    sizes: list[int] = []
+    head = _REC_HEAD.pack
+    crc32 = zlib.crc32
+    u32 = _U32.pack
+    last = after
+    for t in txns:
+        z = t.zxid
+        if z <= last:
+            raise ConfigError(f"append: zxid {fmt(z)} does not follow {fmt(last)}; the log must strictly increase")
+        v = t.value
+        if not isinstance(v, (bytes, bytearray, memoryview)):
+            raise ConfigError(f"append: txn {fmt(z)} value must be bytes, got {type(v).__name__}")
+        try:
+            h = head(REC_MAGIC, len(v), z, t.origin, t.request_id)
+        except struct.error as e:
+            raise ConfigError(f"append: txn {fmt(z)} does not fit a log record: {e}") from e
+        parts.append(h)
+        parts.append(u32(crc32(v, crc32(h))))
+        parts.append(bytes(v) if not isinstance(v, bytes) else v)
+        zxids.append(z)
+        sizes.append(REC_HEADER_SIZE + len(v))
+        last = z
+    return parts, zxids, sizes
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentScan:
+    """What reading one segment found.
+
+    ``txns`` holds the records with zxid > the ``keep_after`` asked for; ``zxids``/``offsets``
+    index every valid record; ``end`` is the offset just past the last valid record; ``torn`` is
+    the offset of a torn last record that must be cut off (None when the segment is clean).
+    """
+
+    info: SegmentInfo
+    txns: list[Txn]
+    zxids: array
+    offsets: array
+    end: int
+    size: int
+    torn: int | None
+
+    @property
+    def tail(self) -> Zxid:
+        return Zxid(self.zxids[-1]) if self.zxids else self.info.prev
+
+
+def _valid_record_at(data: bytes, off: int) -> bool:
+    n = len(data)
+    if off + REC_HEADER_SIZE > n:
+        return False
+    magic, length, _z, _o, _r = _REC_HEAD.unpack_from(data, off)
+    end = off + REC_HEADER_SIZE + length
+    if magic != REC_MAGIC or end > n:
+        return False
+    (crc,) = _U32.unpack_from(data, off + _REC_HEAD.size)
+    mv = memoryview(data)
+    return zlib.crc32(mv[off + REC_HEADER_SIZE : end], zlib.crc32(mv[off : off + _REC_HEAD.size])) == crc
+
+
+def _any_valid_record_after(data: bytes, start: int) -> int | None:
+    """Offset of any checksum-valid record header at or after ``start``, else None."""
+    pos = data.find(_REC_MAGIC_BYTES, start)
+    while pos != -1:
+        if _valid_record_at(data, pos):
+            return pos
+        pos = data.find(_REC_MAGIC_BYTES, pos + 1)
+    return None
+
+
+def scan_segment(info: SegmentInfo, data: bytes, *, keep_after: int, may_be_torn: bool) -> SegmentScan:
+    """Read and verify every record of one segment (``data`` is the whole file).
+
+    Raises ``CorruptionError`` naming the file and offset for: a bad record that is not a torn
+    tail, zxids not strictly increasing (from ``info.prev``), or non-zero bytes after the end.
+    A torn tail (only when ``may_be_torn``) is a damaged record with no valid record anywhere
+    after it and only zeros past its claimed extent; it is reported in ``torn``, not raised.
+    """
+    name = info.name
+    n = len(data)
+    mv = memoryview(data)
+    unpack = _REC_HEAD.unpack_from
+    u32 = _U32.unpack_from
+    crc32 = zlib.crc32
+    txns: list[Txn] = []
+    zxids = array("Q")
+    offsets = array("Q")
+    last = int(info.prev)
+    off = SEG_HEADER_SIZE
+    damaged = False
+    while off + REC_HEADER_SIZE <= n:
+        if data[off : off + REC_HEADER_SIZE] == _ZERO_HEADER:
+            break
+        magic, length, z, origin, rid = unpack(data, off)
+        body = off + REC_HEADER_SIZE
+        end = body + length
+        if (
+            magic != REC_MAGIC
+            or end > n
+            or crc32(mv[body:end], crc32(mv[off : off + _REC_HEAD.size])) != u32(data, off + _REC_HEAD.size)[0]
+        ):
+            damaged = True
+            break
+        if z <= last:
+            raise CorruptionError(
+                f"{name}: zxid {fmt(z)} at offset {off} does not follow {fmt(last)} (log must strictly increase)"
+            )
+        zxids.append(z)
+        offsets.append(off)
+        if z > keep_after:
+            txns.append(Txn(Zxid(z), data[body:end], origin, rid))
+        last = z
+        off = end
+    else:
+        # Fewer bytes left than a record header: zeros are the end, anything else a short record.
+        damaged = not fsutil.is_zero(data, off)
+    if not damaged:
+        if not fsutil.is_zero(data, off):
+            raise CorruptionError(f"{name}: non-zero bytes after the end of the log at offset {off}")
+        return SegmentScan(info, txns, zxids, offsets, off, n, None)
+    # A damaged record. Torn only if it is the last thing in the newest segment.
+    if not may_be_torn:
+        raise CorruptionError(f"{name}: bad record at offset {off} (checksum, magic or length)")
+    later = _any_valid_record_after(data, off + 1)
+    if later is not None:
+        raise CorruptionError(
+            f"{name}: bad record at offset {off} followed by a valid record at offset {later}"
+        )
+    if off + REC_HEADER_SIZE <= n:
+        magic, length, *_ = unpack(data, off)
+        claimed_end = off + REC_HEADER_SIZE + length
+        if magic == REC_MAGIC and claimed_end <= n and not fsutil.is_zero(data, claimed_end):
+            raise CorruptionError(
+                f"{name}: bad record at offset {off} followed by non-zero bytes at offset {claimed_end}"
+            )
+    return SegmentScan(info, txns, zxids, offsets, off, n, off)
+
+
+def read_segment(dirpath: str, info: SegmentInfo, *, keep_after: int, may_be_torn: bool) -> SegmentScan:
+    data = fsutil.read_file(os.path.join(dirpath, info.name))
+    return scan_segment(info, data, keep_after=keep_after, may_be_torn=may_be_torn)
+
+
+# -- the writer -----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Active:
+    """The segment appends go to (mutable: the writer's own bookkeeping)."""
+
+    info: SegmentInfo
+    fd: int
+    end: int
+    capacity: int
+    zxids: array = field(default_factory=lambda: array("Q"))
+    offsets: array = field(default_factory=lambda: array("Q"))
+
+    @property
+    def tail(self) -> Zxid:
+        return Zxid(self.zxids[-1]) if self.zxids else self.info.prev
+
+
+class TxnLog:
+    """Writer of one generation's log.
+
+    ``append``/``truncate`` only touch memory; ``sync`` makes them durable with ONE write and
+    ONE fdatasync of the segment (plus, when a truncation is pending, an fsync'ed cut first and,
+    when the batch does not fit, a new segment created first). ``tail`` is the durable tail.
+    Raises ``OSError`` on I/O failure; the owner must then stop using it.
+    """
+
+    def __init__(
+        self,
+        dirpath: str,
+        generation: int,
+        segments: list[SegmentInfo],
+        last: SegmentScan | None,
+        base: Zxid,
+        *,
+        floor: Zxid,
+        segment_bytes: int,
+        preallocate: bool,
+    ) -> None:
+        self.dir = dirpath
+        self.generation = generation
+        self.segments = list(segments)
+        self.segment_bytes = segment_bytes
+        self.preallocate = preallocate
+        self._active: _Active | None = None
+        self.tail: Zxid = base if not segments else (last.tail if last else segments[-1].prev)
+        if last is not None:
+            self._active = self._open_active(last)
+        # Pending (volatile) changes: one truncation of the durable log, then encoded records.
+        self._pending_trunc: Zxid | None = None
+        self._parts: list[bytes] = []
+        self._zxids: list[int] = []
+        self._sizes: list[int] = []
+        self._bound: int = max(self.tail, floor)
+
+    # -- volatile operations --------------------------------------------------------------------
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self._parts) or self._pending_trunc is not None
+
+    @property
+    def pending_records(self) -> int:
+        return len(self._zxids)
+
+    def append(self, txns: Sequence[Txn]) -> None:
+        parts, zxids, sizes = encode_txns(txns, self._bound)
+        if zxids:
+            self._parts += parts
+            self._zxids += zxids
+            self._sizes += sizes
+            self._bound = zxids[-1]
+
+    def truncate(self, zxid: Zxid) -> None:
+        """Drop every record after ``zxid``: buffered ones now, durable ones at the next sync."""
+        if zxid >= self._bound:
+            return
+        k = bisect_right(self._zxids, zxid)
+        del self._zxids[k:], self._sizes[k:], self._parts[3 * k :]
+        if self._zxids:
+            self._bound = self._zxids[-1]
+            return
+        self._bound = zxid
+        if zxid < self.tail and (self._pending_trunc is None or zxid < self._pending_trunc):
+            self._pending_trunc = zxid
+
+    def raise_floor(self, zxid: Zxid) -> None:
+        """Appends must follow ``zxid`` from now on (a snapshot at ``zxid`` covers everything up to it)."""
+        self._bound = max(self._bound, zxid)
+
+    def discard_pending(self) -> None:
+        self._parts, self._zxids, self._sizes = [], [], []
+        self._pending_trunc = None
+        self._bound = self.tail
+
+    # -- durable operations ---------------------------------------------------------------------
+
+    def sync(self) -> None:
+        """Make every pending change durable: group commit, one write + one fdatasync."""
+        if self._pending_trunc is not None:
+            self._cut(self._pending_trunc)
+            self._pending_trunc = None
+        if not self._parts:
+            return
+        data = b"".join(self._parts)
+        act = self._active
+        if act is None or act.end + len(data) > act.capacity:
+            act = self._roll(len(data))
+        fsutil.pwrite_all(act.fd, data, act.end)
+        os.fdatasync(act.fd)
+        off = act.end
+        offsets = act.offsets
+        for size in self._sizes:
+            offsets.append(off)
+            off += size
+        act.zxids.extend(self._zxids)
+        act.end = off
+        self.tail = Zxid(self._zxids[-1])
+        self._parts, self._zxids, self._sizes = [], [], []
+
+    def _cut(self, zxid: Zxid) -> None:
+        """Durably drop records after ``zxid`` (which is below the durable tail).
+
+        Later segments go first, newest first, each unlink made durable before the next, so a
+        crash leaves a prefix of the old log (never a gap); then the segment holding ``zxid`` is
+        cut with ftruncate + fsync (atomic) and re-zeroed.
+        """
+        while self.segments and self.segments[-1].prev >= zxid:
+            seg = self.segments.pop()
+            if self._active is not None and self._active.info.seq == seg.seq:
+                os.close(self._active.fd)
+                self._active = None
+            os.unlink(os.path.join(self.dir, seg.name))
+            fsutil.fsync_dir(self.dir)
+            log.info("%s: removed by truncation to %s", seg.name, fmt(zxid))
+        if not self.segments:
+            self.tail = zxid
+            return
+        act = self._active
+        if act is None:
+            seg = self.segments[-1]
+            act = self._active = self._open_active(
+                read_segment(self.dir, seg, keep_after=1 << 64, may_be_torn=False)
+            )
+        k = bisect_right(act.zxids, zxid)
+        if k < len(act.zxids):
+            cut = act.offsets[k]
+            os.ftruncate(act.fd, cut)
+            os.fsync(act.fd)
+            if self.preallocate:
+                fsutil.zero_fill(act.fd, cut, act.capacity)
+                os.fsync(act.fd)
+            del act.zxids[k:], act.offsets[k:]
+            act.end = cut
+            log.info("%s: truncated to %s at offset %d", act.info.name, fmt(zxid), cut)
+        self.tail = act.tail
+
+    def _open_active(self, scan: SegmentScan) -> _Active:
+        fd = os.open(os.path.join(self.dir, scan.info.name), os.O_RDWR)
+        size = os.fstat(fd).st_size
+        return _Active(scan.info, fd, scan.end, max(self.segment_bytes, size), scan.zxids, scan.offsets)
+
+    def _roll(self, nbytes: int) -> _Active:
+        """Create the next segment (complete and durable before it is visible) and make it active."""
+        seq = self.segments[-1].seq + 1 if self.segments else 0
+        info = SegmentInfo(self.generation, seq, self.tail, segment_name(self.generation, seq))
+        need = SEG_HEADER_SIZE + nbytes
+        capacity = max(self.segment_bytes, (need + _PAGE - 1) // _PAGE * _PAGE)
+        path = os.path.join(self.dir, info.name)
+        tmp = path + fsutil.TMP_SUFFIX
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            fsutil.pwrite_all(fd, encode_segment_header(self.generation, seq, self.tail), 0)
+            if self.preallocate:
+                fsutil.zero_fill(fd, SEG_HEADER_SIZE, capacity)
+            os.fsync(fd)
+            os.replace(tmp, path)
+            fsutil.fsync_dir(self.dir)
+        except BaseException:
+            os.close(fd)
+            raise
+        if self._active is not None:
+            os.close(self._active.fd)
+        self.segments.append(info)
+        self._active = _Active(info, fd, SEG_HEADER_SIZE, capacity)
+        log.debug("%s: new segment after %s (%d bytes)", info.name, fmt(self.tail), capacity)
+        return self._active
+
+    def purge(self, keep_from: Zxid) -> list[str]:
+        """Delete segments holding only records <= ``keep_from``; never the newest. Returns names.
+
+        Segment i holds only records <= segments[i+1].prev. Deleting from the oldest keeps a
+        suffix; the caller fsyncs the directory once (order does not matter: an undeleted old
+        segment is merely unused, because recovery starts at the segment a snapshot needs).
+        """
+        removed = []
+        while len(self.segments) > 1 and self.segments[1].prev <= keep_from:
+            seg = self.segments.pop(0)
+            os.unlink(os.path.join(self.dir, seg.name))
+            removed.append(seg.name)
+        return removed
+
+    def reset(self, generation: int, base: Zxid) -> list[SegmentInfo]:
+        """Start an empty log of a new generation after ``base``; returns the old segments."""
+        old = self.segments
+        self.close()
+        self.generation = generation
+        self.segments = []
+        self.tail = base
+        self.discard_pending()
+        return old
+
+    def close(self) -> None:
+        if self._active is not None:
+            fd, self._active = self._active.fd, None
+            os.close(fd)
