@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from zabray.protocol.actions import Close, Notify
 from zabray.protocol.events import ChannelId
-from zabray.protocol.messages import Message, Notification, PeerState
+from zabray.protocol.messages import FollowerInfo, Message, Notification, ObserverInfo, PeerState
 from zabray.protocol.role import Role
 
 if TYPE_CHECKING:
@@ -41,6 +41,10 @@ class Election(Role):
         self.recv: dict[int, Vote] = {}
         self.outside: dict[int, Notification] = {}
         self.decide_at: int | None = None
+        # Learners that connected before we knew we would lead: like a TCP accept backlog,
+        # they wait for the outcome instead of being turned away (which would restart their
+        # election with a higher round and could keep us from ever counting a quorum).
+        self.backlog: dict[int, tuple[ChannelId, FollowerInfo | ObserverInfo]] = {}
         self.resend = node.cfg.election_resend
         self.resend_at = node.now + self.resend
         self.broadcast()
@@ -62,8 +66,22 @@ class Election(Role):
     # -- receiving -----------------------------------------------------------------------------
 
     def on_message(self, channel: ChannelId, msg: Message) -> None:
-        # A learner of an iteration we have left, or a peer that thinks we lead: not now.
-        self.node.emit(Close(channel))
+        n = self.node
+        if isinstance(msg, (FollowerInfo, ObserverInfo)) and channel.leader == n.sid and not n.is_observer:
+            old = self.backlog.get(channel.learner)
+            if old is not None and old[0] != channel:
+                n.emit(Close(old[0]))
+            self.backlog[channel.learner] = (channel, msg)
+        else:
+            n.emit(Close(channel))  # a channel of an iteration we have left
+
+    def on_closed(self, channel: ChannelId) -> None:
+        old = self.backlog.get(channel.learner)
+        if old is not None and old[0] == channel:
+            del self.backlog[channel.learner]
+
+    def channels(self) -> list[ChannelId]:
+        return [ch for ch, _ in self.backlog.values()]
 
     def on_notification(self, note: Notification) -> None:
         n = self.node
@@ -173,10 +191,12 @@ class Election(Role):
         if leader == n.sid:
             from zabray.protocol.leader import Leader
 
-            n.role = Leader(n)
+            n.role = Leader(n, list(self.backlog.values()))
         else:
             from zabray.protocol.learner import Learner
 
+            for ch in self.channels():
+                n.emit(Close(ch))
             n.role = Learner(n, leader)
 
     def answer_looking(self, to: int) -> None:  # pragma: no cover - only non-looking roles answer

@@ -10,6 +10,9 @@ NEWLEADER(e'). The leader is *established* once a quorum (itself counted only af
 currentEpoch = e' is durable) has acknowledged NEWLEADER; it then commits its whole initial
 history and sends UPTODATE.
 
+Observers never count. While syncing they receive PROPOSALs like a follower (FIFO then covers
+everything after their sync point); once active, INFORMs of committed txns.
+
 Broadcast: proposals are pipelined up to ``max_outstanding``; ACKs are cumulative; the commit
 point is the highest zxid durable at a quorum (the leader's own log counted only once its
 write is durable). A learner that connects during broadcast is synced the same way and joins
@@ -64,7 +67,7 @@ class Stage(enum.IntEnum):
 
 class LearnerHandle:
     __slots__ = ("channel", "sid", "observer", "stage", "accepted_epoch", "last_zxid",
-                 "current_epoch", "acked", "heard")
+                 "current_epoch", "counted", "acked", "heard")
 
     def __init__(self, channel: ChannelId, sid: int, observer: bool, accepted_epoch: int,
                  last_zxid: int, now: int) -> None:
@@ -75,6 +78,7 @@ class LearnerHandle:
         self.accepted_epoch = accepted_epoch
         self.last_zxid = last_zxid
         self.current_epoch = -1
+        self.counted = False  # its epoch promise counts toward the discovery quorum
         self.acked: Zxid = ZERO  # highest zxid known durable at this learner, this epoch
         self.heard = now
 
@@ -82,7 +86,7 @@ class LearnerHandle:
 class Leader(Role):
     PHASE = "discovery"
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, backlog: list[tuple[ChannelId, FollowerInfo | ObserverInfo]] = ()) -> None:  # type: ignore[assignment]
         super().__init__(node)
         self.epoch: int | None = None
         self.learners: dict[int, LearnerHandle] = {}  # by sid; one channel per learner
@@ -99,6 +103,8 @@ class Leader(Role):
         self._marks: deque[tuple[int, Zxid]] = deque()  # (token, zxid) of own appends
         self._queue: deque[tuple[int, int, bytes]] = deque()  # requests beyond max_outstanding
         node.set_state(PeerState.LEADING, node.sid, node.current_epoch)
+        for channel, info in backlog:
+            self._on_info(channel, info)
         self._maybe_choose_epoch()
 
     # -- helpers ----------------------------------------------------------------------------------
@@ -167,7 +173,8 @@ class Leader(Role):
         h.stage = Stage.EPOCH_ACKED
         h.current_epoch = msg.current_epoch
         h.last_zxid = msg.last_zxid
-        if not self.established and not h.observer:
+        h.counted = msg.counted and not h.observer
+        if not self.established and h.counted:
             if (msg.current_epoch, msg.last_zxid) > (n.current_epoch, int(n.history.last)):
                 # Zab: the leader must hold the most up-to-date history of its quorum.
                 raise ProtocolError(
@@ -182,7 +189,8 @@ class Leader(Role):
         n = self.node
         if not self.epoch_durable or self.newleader_token is not None:
             return
-        if not n.cfg.is_quorum(self._voters_at(Stage.EPOCH_ACKED) | {n.sid}):
+        promised = {s for s, h in self.learners.items() if h.counted and h.stage >= Stage.EPOCH_ACKED}
+        if not n.cfg.is_quorum(promised | {n.sid}):
             return
         assert self.epoch is not None
         n.current_epoch = self.epoch
@@ -222,8 +230,6 @@ class Leader(Role):
         h.stage = Stage.ACTIVE
         h.acked = Zxid(msg.zxid)
         if self.established:
-            if h.observer and self.committed > h.acked:
-                self._send(h, Inform(tuple(self.node.history.after(h.acked, self.committed))))
             self._send(h, UpToDate(self.committed))
             self._advance_commit()
         else:
@@ -285,7 +291,9 @@ class Leader(Role):
         n.trace(trace.Proposed(self.epoch, zxid, trace.digest(value)))
         msg = Proposal(txn)
         for h in self.learners.values():
-            if h.stage >= Stage.SYNCING and not h.observer:
+            # Observers see proposals only while syncing (so FIFO hands them everything after
+            # their sync point); once active they get INFORMs of committed txns instead.
+            if h.stage == Stage.SYNCING or (h.stage == Stage.ACTIVE and not h.observer):
                 n.emit(Send(h.channel, msg))
 
     def _advance_commit(self) -> None:

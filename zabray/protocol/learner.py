@@ -5,9 +5,10 @@ ACK of NEWLEADER for the synced history and then currentEpoch = e' (in that orde
 durability), ACK(z) for every proposal through z. Delivery starts only at UPTODATE, which
 tells the learner its leader is established and what is committed.
 
-A NEWEPOCH equal to acceptedEpoch is acknowledged only when it comes from the leader it was
-promised to: a leader makes acceptedEpoch = e' durable before offering it, so (e', leader)
-names one leader iteration and re-acknowledging it after a reconnect is safe.
+A NEWEPOCH equal to acceptedEpoch is acknowledged but counts toward the leader's quorum only
+when it comes from the leader it was promised to: a leader makes acceptedEpoch = e' durable
+before offering it, so (e', leader) names one leader iteration, and a promise made to another
+leader of the same epoch must not count twice.
 """
 
 from __future__ import annotations
@@ -133,11 +134,14 @@ class Learner(Role):
         if e > n.accepted_epoch:
             n.accepted_epoch, n.accepted_leader = e, self.leader
             n.persist(WriteAcceptedEpoch, e, self.leader)
-        elif not (e == n.accepted_epoch and n.accepted_leader == self.leader):
-            raise ProtocolError(f"NEWEPOCH {e} is not above acceptedEpoch {n.accepted_epoch}")
+            counted = True
+        elif e == n.accepted_epoch:
+            counted = n.accepted_leader == self.leader
+        else:
+            raise ProtocolError(f"NEWEPOCH {e} is below acceptedEpoch {n.accepted_epoch}")
         self.epoch = e
         self.stage = Stage.EPOCH_ACKED
-        n.hold(Send(self.channel, AckEpoch(n.current_epoch, n.history.last)))
+        n.hold(Send(self.channel, AckEpoch(n.current_epoch, n.history.last, counted)))
 
     # -- synchronization -------------------------------------------------------------------------
 
@@ -192,7 +196,7 @@ class Learner(Role):
 
     def _on_proposal(self, msg: Proposal) -> None:
         txn = msg.txn
-        if self.observer or self.stage < Stage.NEWLEADER or txn.zxid.epoch != self.epoch:
+        if self.stage < Stage.NEWLEADER or txn.zxid.epoch != self.epoch:
             raise ProtocolError(f"PROPOSAL {txn.zxid!r} out of place")
         self._append((txn,))
 

@@ -94,12 +94,17 @@ class LeaderInfo(Message):
 
 @dataclass(frozen=True, slots=True)
 class AckEpoch(Message):
-    """ACK-E: sent only once acceptedEpoch = e' is durable; carries currentEpoch and last zxid."""
+    """ACK-E: sent only once acceptedEpoch = e' is durable; carries currentEpoch and last zxid.
+
+    ``counted`` is False when the learner had already promised e' to another leader: it may
+    still be synced (as ZooKeeper does), but its promise cannot count toward this leader's
+    quorum, so at most one leader per epoch gathers a counted quorum."""
 
     TAG: ClassVar[int] = 13
     NAME: ClassVar[str] = "ACKEPOCH"
     current_epoch: int
     last_zxid: int
+    counted: bool
 
 
 # -- phase 2: synchronization ----------------------------------------------------------------

@@ -1,0 +1,28 @@
+"""Check a run's traces for Zab's safety properties and compute its performance figures.
+
+In a notebook::
+
+    from zabray import pipeline
+    spark = pipeline.get_session()               # local[2] unless configured otherwise
+    df = pipeline.load(spark, "runs/r1")         # trace/*.jsonl -> DataFrame (zabray.trace.SCHEMA)
+    report = pipeline.check(df)                  # CheckReport: one PropertyResult per property
+    print(pipeline.format_table(report))
+    figs = pipeline.figures(df)                  # Figures: small DataFrames
+    pipeline.write_figures(figs, "runs/r1/analysis")
+
+No module of this package imports PySpark at import time (only when a function runs), so
+``zabray.pipeline.cli`` can be wired into the main CLI without slowing it down.
+"""
+
+from zabray.pipeline.checks import PROPERTIES, READ_OPS, CheckReport, PropertyResult, TraceFrames, check
+from zabray.pipeline.errors import TraceError
+from zabray.pipeline.loader import load, spark_schema, trace_files
+from zabray.pipeline.metrics import Figures, figures, plot, write_figures
+from zabray.pipeline.report import format_table, report_dict, write_json
+from zabray.pipeline.session import get_session
+
+__all__ = [
+    "PROPERTIES", "READ_OPS", "CheckReport", "Figures", "PropertyResult", "TraceError", "TraceFrames",
+    "check", "figures", "format_table", "get_session", "load", "plot", "report_dict", "spark_schema",
+    "trace_files", "write_figures", "write_json",
+]

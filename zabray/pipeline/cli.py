@@ -1,0 +1,104 @@
+"""``zabray check RUN_DIR [RUN_DIR...]``: check traces for Zab's properties, write figures.
+
+Exit codes: 0 every property holds in every run, 1 some property fails, 2 bad input (a
+missing directory, no trace files, an unreadable trace). Each RUN_DIR is checked on its own
+and reports into ``RUN_DIR/analysis`` (or ``--out``; ``--out/<name>`` for several runs).
+Importing this module does not import PySpark, so the main CLI stays light.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+from zabray.pipeline.errors import TraceError
+
+log = logging.getLogger(__name__)
+
+EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the ``check`` subcommand; its ``func`` default is :func:`run_check`."""
+    p = subparsers.add_parser(
+        "check", help="check run traces for Zab's safety properties and compute figures",
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="exit codes: 0 all properties hold, 1 a violation, 2 bad input")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directory with trace/*.jsonl")
+    p.add_argument("--master", help="Spark master URL (default: spark-submit/SPARK_* settings, else local[2])")
+    p.add_argument("--out", metavar="DIR", help="output directory (default RUN_DIR/analysis)")
+    p.add_argument("--no-figures", action="store_true", help="only check; skip Parquet figures and plots")
+    p.add_argument("--bucket", type=float, metavar="T", help="time bucket of the figures (default: automatic)")
+    p.set_defaults(func=run_check)
+    return p
+
+
+def _out_dir(args: argparse.Namespace, run_dir: Path) -> Path:
+    if not args.out:
+        return run_dir / "analysis"
+    return Path(args.out) if len(args.run_dirs) == 1 else Path(args.out) / run_dir.resolve().name
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """Run the subcommand; returns the exit code (the worst over all run directories)."""
+    from zabray.pipeline.loader import trace_files
+
+    dirs = [Path(d) for d in args.run_dirs]
+    try:
+        nfiles = {d: len(trace_files(d)) for d in dirs}  # fail fast, before starting a JVM
+    except TraceError as e:
+        print(f"zabray check: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+    from pyspark.sql import SparkSession
+
+    from zabray.pipeline.checks import check
+    from zabray.pipeline.loader import load
+    from zabray.pipeline.metrics import figures, write_figures
+    from zabray.pipeline.report import format_table, write_json
+    from zabray.pipeline.session import get_session
+
+    ours = SparkSession.getActiveSession() is None
+    spark = get_session(getattr(args, "master", None))
+    code = EXIT_OK
+    try:
+        for d in dirs:
+            started = time.monotonic()
+            print(f"== {d} ({nfiles[d]} trace files, Spark {spark.sparkContext.master})")
+            try:
+                df = load(spark, d)
+                report = check(df)
+            except TraceError as e:
+                print(f"zabray check: {d}: {e}", file=sys.stderr)
+                code = max(code, EXIT_BAD_INPUT)
+                continue
+            print(format_table(report))
+            out = _out_dir(args, d)
+            written = []
+            if not args.no_figures:
+                written = write_figures(figures(df, bucket=getattr(args, "bucket", None)), out)
+            path = write_json(report, out / "check.json", run_dir=str(d), trace_files=nfiles[d],
+                              figures=[str(p) for p in written],
+                              elapsed_s=round(time.monotonic() - started, 3))
+            print(f"report: {path}" + (f"; figures: {out}" if written else ""))
+            code = max(code, EXIT_OK if report.ok else EXIT_VIOLATION)
+    finally:
+        if ours:
+            spark.stop()
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry point (``python -m zabray.pipeline check ...``)."""
+    parser = argparse.ArgumentParser(prog="zabray")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,262 @@
+"""Performance figures of a run, as small DataFrames (Parquet) and PNG plots.
+
+Definitions (all per ``run``; times in the trace's unit, seconds or ticks):
+
+* commit time of a zxid: its first delivery by any replica (redeliveries after a restart
+  do not count again).
+* ``throughput``: commits, and client ops completed ok (writes, reads), per time bucket
+  ``[k*bucket, (k+1)*bucket)``, empty buckets included, plus commits per unit time.
+* ``latency``: per client op type, ``complete_t - invoke_t`` of ok ops: count, mean, max and
+  nearest-rank percentiles p50/p90/p99/p99.9 (``percentile_approx``, exact below 100k values).
+* ``latency_over_time``: p50/p99 per bucket of completion time, writes and reads apart.
+* ``recovery``: per fault (deduplicated on fault, target, start), the first ``established``
+  at or after its start and before the next fault's start, and the first commit at or after
+  that (or after the start if no leader was re-established), as delays from the start.
+* ``replica_lag``: per replica, first delivery of each zxid minus its commit time (mean,
+  p50, p99, max), the highest zxid delivered and how many committed txns lie above it.
+* ``lag_over_time``: per replica and bucket, mean and max of that lag.
+* ``leader_changes``: first ``established`` per epoch; ``faults``: the fault intervals.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, fields
+from os import PathLike
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from zabray.pipeline.checks import READ_OPS
+from zabray.pipeline.loader import with_position
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pyspark.sql import Column, DataFrame
+
+log = logging.getLogger(__name__)
+
+PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999))
+ACCURACY = 100_000
+TARGET_BUCKETS = 120
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The figure DataFrames of one trace; ``bucket`` is the time-bucket width used."""
+
+    bucket: float
+    throughput: DataFrame
+    latency: DataFrame
+    latency_over_time: DataFrame
+    recovery: DataFrame
+    replica_lag: DataFrame
+    lag_over_time: DataFrame
+    leader_changes: DataFrame
+    faults: DataFrame
+
+    def frames(self) -> dict[str, DataFrame]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "bucket"}
+
+
+def nice_bucket(span: float, target: int = TARGET_BUCKETS) -> float:
+    """The smallest 1/2/5 x 10^k width that cuts ``span`` into at most ``target`` buckets."""
+    if not span or span <= 0 or not math.isfinite(span):
+        return 1.0
+    raw = span / target
+    base = 10.0 ** math.floor(math.log10(raw))
+    return next(m * base for m in (1, 2, 5, 10) if m * base >= raw * (1 - 1e-12))
+
+
+def _percentiles(col: str, names: tuple[str, ...] = tuple(n for n, _ in PERCENTILES)) -> list[Column]:
+    """Nearest-rank percentiles of ``col``, one column per name in ``PERCENTILES``."""
+    from pyspark.sql import functions as F
+
+    chosen = [(n, p) for n, p in PERCENTILES if n in names]
+    q = F.percentile_approx(col, [p for _, p in chosen], ACCURACY)
+    return [q[i].alias(n) for i, (n, _) in enumerate(chosen)]
+
+
+def figures(df: DataFrame, bucket: float | None = None) -> Figures:
+    """Figure DataFrames of a trace (lazy, except one small job to pick ``bucket`` if not given)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    df = with_position(df)
+    deliveries = df.where((F.col("kind") == "deliver") & F.col("zxid").isNotNull() & F.col("t").isNotNull())
+    clients = (df.where((F.col("kind") == "client") & (F.col("outcome") == "ok")
+                        & F.col("complete_t").isNotNull() & F.col("invoke_t").isNotNull())
+               .select("run", "op", "invoke_t", "complete_t",
+                       F.when(F.lower("op").isin(*READ_OPS), "read").otherwise("write").alias("cls"),
+                       (F.col("complete_t") - F.col("invoke_t")).alias("latency")))
+    commits = deliveries.groupBy("run", "zxid").agg(F.min("t").alias("commit_t"))
+
+    if bucket is None:
+        span = (deliveries.select("t").unionByName(clients.select(F.col("complete_t").alias("t")))
+                .agg(F.min("t"), F.max("t")).first())
+        bucket = nice_bucket((span[1] - span[0]) if span[0] is not None else 0.0)
+    if bucket <= 0:
+        raise ValueError(f"bucket must be positive, not {bucket}")
+    b = float(bucket)
+
+    def idx(col: str) -> Column:
+        return F.floor(F.col(col) / F.lit(b)).cast("long")
+
+    # throughput, with empty buckets
+    c_b = commits.groupBy("run", idx("commit_t").alias("k")).agg(F.count(F.lit(1)).alias("commits"))
+    o_b = clients.groupBy("run", idx("complete_t").alias("k")).agg(
+        F.sum(F.when(F.col("cls") == "write", 1).otherwise(0)).alias("writes_ok"),
+        F.sum(F.when(F.col("cls") == "read", 1).otherwise(0)).alias("reads_ok"))
+    span_k = (c_b.select("run", "k").unionByName(o_b.select("run", "k")).groupBy("run")
+              .agg(F.min("k").alias("lo"), F.max("k").alias("hi")))
+    every_k = span_k.select("run", F.explode(F.sequence("lo", "hi")).alias("k"))
+    throughput = (every_k.join(c_b, ["run", "k"], "left").join(o_b, ["run", "k"], "left")
+                  .fillna(0, ["commits", "writes_ok", "reads_ok"])
+                  .select("run", (F.col("k") * b).alias("bucket_start"), F.lit(b).alias("bucket"),
+                          F.col("commits").cast("long"), F.col("writes_ok").cast("long"),
+                          F.col("reads_ok").cast("long"), (F.col("commits") / b).alias("commits_per_t"))
+                  .orderBy("run", "bucket_start"))
+
+    latency = (clients.groupBy("run", "op", "cls")
+               .agg(F.count(F.lit(1)).alias("count"), F.avg("latency").alias("mean"),
+                    *_percentiles("latency"), F.max("latency").alias("max"))
+               .orderBy("run", "op"))
+    latency_over_time = (clients.groupBy("run", "cls", idx("complete_t").alias("k"))
+                         .agg(F.count(F.lit(1)).alias("count"),
+                              *_percentiles("latency", ("p50", "p99")),
+                              F.max("latency").alias("max"))
+                         .select("run", "cls", (F.col("k") * b).alias("bucket_start"), "count", "p50", "p99", "max")
+                         .orderBy("run", "cls", "bucket_start"))
+
+    # faults and recovery
+    faults = (df.where((F.col("kind") == "fault") & F.col("start").isNotNull())
+              .groupBy("run", "fault", "target", "start").agg(F.max("end").alias("end")))
+    nxt = Window.partitionBy("run").orderBy("start", "fault", "target")
+    faults = faults.select("*", F.lead("start").over(nxt).alias("next_start"))
+    established = (df.where((F.col("kind") == "established") & F.col("t").isNotNull())
+                   .select(F.col("run").alias("erun"), F.col("t").alias("et"), F.col("epoch").alias("eepoch"),
+                           F.col("replica").alias("ereplica")))
+    in_window = (F.col("next_start").isNull() | (F.col("et") < F.col("next_start")))
+    est = (faults.join(established, (F.col("run") == F.col("erun")) & (F.col("et") >= F.col("start")) & in_window,
+                       "left")
+           .groupBy("run", "fault", "target", "start", "end", "next_start")
+           .agg(F.min(F.struct("et", "eepoch", "ereplica")).alias("e"))
+           .select("run", "fault", "target", "start", "end", "next_start", F.col("e.et").alias("established_t"),
+                   F.col("e.eepoch").alias("epoch"), F.col("e.ereplica").alias("leader"))
+           .withColumn("ref", F.coalesce("established_t", "start")))
+    cm = commits.select(F.col("run").alias("crun"), "commit_t")
+    recovery = (F.broadcast(est).join(cm, (F.col("run") == F.col("crun")) & (F.col("commit_t") >= F.col("ref"))
+                                      & (F.col("next_start").isNull() | (F.col("commit_t") < F.col("next_start"))),
+                                      "left")
+                .groupBy("run", "fault", "target", "start", "end", "established_t", "epoch", "leader")
+                .agg(F.min("commit_t").alias("first_commit_t"))
+                .select("*", (F.col("established_t") - F.col("start")).alias("to_established"),
+                        (F.col("first_commit_t") - F.col("start")).alias("to_first_commit"))
+                .orderBy("run", "start"))
+
+    # replica lag
+    firsts = deliveries.groupBy("run", "replica", "zxid").agg(F.min("t").alias("t"))
+    lagged = firsts.join(commits, ["run", "zxid"]).select("*", (F.col("t") - F.col("commit_t")).alias("lag"))
+    per_replica = lagged.groupBy("run", "replica").agg(
+        F.count(F.lit(1)).alias("deliveries"), F.avg("lag").alias("mean_lag"),
+        *_percentiles("lag", ("p50", "p99")),
+        F.max("lag").alias("max_lag"), F.max("zxid").alias("last_zxid"))
+    tops = per_replica.select(F.col("run").alias("trun"), F.col("replica").alias("treplica"), "last_zxid")
+    behind = (F.broadcast(tops).join(commits, (F.col("run") == F.col("trun")) & (F.col("zxid") > F.col("last_zxid")))
+              .groupBy(F.col("trun").alias("run"), F.col("treplica").alias("replica"))
+              .agg(F.count(F.lit(1)).alias("behind")))
+    replica_lag = (per_replica.join(behind, ["run", "replica"], "left").fillna(0, ["behind"])
+                   .orderBy("run", "replica"))
+    lag_over_time = (lagged.groupBy("run", "replica", idx("t").alias("k"))
+                     .agg(F.avg("lag").alias("mean_lag"), F.max("lag").alias("max_lag"))
+                     .select("run", "replica", (F.col("k") * b).alias("bucket_start"), "mean_lag", "max_lag")
+                     .orderBy("run", "replica", "bucket_start"))
+
+    leader_changes = (df.where((F.col("kind") == "established") & F.col("t").isNotNull())
+                      .groupBy("run", "epoch").agg(F.min(F.struct("t", "replica", "zxid")).alias("e"))
+                      .select("run", "epoch", F.col("e.t").alias("t"), F.col("e.replica").alias("leader"),
+                              F.col("e.zxid").alias("zxid"))
+                      .orderBy("run", "t"))
+    return Figures(b, throughput, latency, latency_over_time, recovery, replica_lag, lag_over_time,
+                   leader_changes, faults.drop("next_start").orderBy("run", "start"))
+
+
+def write_figures(figs: Figures, out_dir: str | PathLike[str], *, png: bool = True) -> list[Path]:
+    """Write every figure frame as ``<name>.parquet`` (one file each) and, if ``png``, plots:
+    ``throughput.png``, ``latency.png``, ``lag.png`` (suffixed ``-<run>`` when there are
+    several runs). Returns the paths written."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, frame in figs.frames().items():
+        path = out / f"{name}.parquet"
+        frame.coalesce(1).write.mode("overwrite").parquet(str(path))
+        written.append(path)
+    if png:
+        written += plot(figs, out)
+    return written
+
+
+def _shade(ax, faults: pd.DataFrame, leaders: pd.DataFrame, t_end: float) -> None:
+    """Fault intervals as shaded spans, leader changes as dashed lines labelled with the epoch."""
+    for i, f in enumerate(faults.itertuples()):
+        end = f.end if f.end is not None and not math.isnan(f.end) else t_end
+        ax.axvspan(f.start, end, color="tab:red", alpha=0.15, lw=0,
+                   label="fault" if i == 0 else None)
+    for i, e in enumerate(leaders.itertuples()):
+        ax.axvline(e.t, color="tab:green", ls="--", lw=1, label="leader established" if i == 0 else None)
+        ax.annotate(f"e{e.epoch}:{e.leader}", (e.t, 1), xycoords=("data", "axes fraction"),
+                    xytext=(2, -10), textcoords="offset points", fontsize=7, color="tab:green")
+
+
+def plot(figs: Figures, out_dir: str | PathLike[str]) -> list[Path]:
+    """PNG plots from the (small) figure frames, drawn with matplotlib's Agg canvas."""
+    from matplotlib.figure import Figure
+
+    out = Path(out_dir)
+    frames = {name: figs.frames()[name].toPandas() for name in
+              ("throughput", "latency_over_time", "lag_over_time", "faults", "leader_changes")}
+    runs = sorted(set(frames["throughput"]["run"]) | set(frames["lag_over_time"]["run"]))
+    written = []
+    for run in runs:
+        part = {k: v[v["run"] == run] for k, v in frames.items()}
+        suffix = "" if len(runs) == 1 else f"-{run}"
+        tp = part["throughput"]
+        t_end = float(tp["bucket_start"].max() + figs.bucket) if len(tp) else 0.0
+
+        fig = Figure(figsize=(10, 4), layout="constrained")
+        ax = fig.subplots()
+        ax.step(tp["bucket_start"], tp["commits"] / figs.bucket, where="post", label="commits")
+        ax.step(tp["bucket_start"], tp["writes_ok"] / figs.bucket, where="post", label="client writes ok", alpha=0.7)
+        ax.step(tp["bucket_start"], tp["reads_ok"] / figs.bucket, where="post", label="client reads ok", alpha=0.7)
+        _shade(ax, part["faults"], part["leader_changes"], t_end)
+        ax.set(title=f"throughput ({run})", xlabel="time", ylabel="per unit time")
+        ax.legend(fontsize=8)
+        written.append(out / f"throughput{suffix}.png")
+        fig.savefig(written[-1], dpi=110)
+
+        fig = Figure(figsize=(10, 4), layout="constrained")
+        ax = fig.subplots()
+        lat = part["latency_over_time"]
+        for cls, g in lat.groupby("cls"):
+            ax.plot(g["bucket_start"], g["p50"], marker=".", label=f"{cls} p50")
+            ax.plot(g["bucket_start"], g["p99"], marker=".", ls=":", label=f"{cls} p99")
+        if len(lat) and (lat["p50"] > 0).all():
+            ax.set_yscale("log")
+        _shade(ax, part["faults"], part["leader_changes"], t_end)
+        ax.set(title=f"client latency by completion time ({run})", xlabel="time", ylabel="latency")
+        ax.legend(fontsize=8)
+        written.append(out / f"latency{suffix}.png")
+        fig.savefig(written[-1], dpi=110)
+
+        fig = Figure(figsize=(10, 4), layout="constrained")
+        ax = fig.subplots()
+        for replica, g in part["lag_over_time"].groupby("replica"):
+            ax.plot(g["bucket_start"], g["mean_lag"], label=f"replica {replica}")
+        _shade(ax, part["faults"], part["leader_changes"], t_end)
+        ax.set(title=f"delivery lag behind commit, mean per bucket ({run})", xlabel="time", ylabel="lag")
+        ax.legend(fontsize=8)
+        written.append(out / f"lag{suffix}.png")
+        fig.savefig(written[-1], dpi=110)
+    log.info("wrote %d plots to %s", len(written), out)
+    return written

@@ -1,0 +1,523 @@
+"""A deterministic simulation of a whole ensemble in one process.
+
+Every replica runs the real core over a ``MemoryStore`` that loses unsynced writes on a crash.
+One seeded scheduler picks each step: deliver the head of some channel or election link,
+write or fsync a replica's pending persists, tell a replica its writes are durable, tick
+time, submit a client write, ask for a snapshot, or inject a fault (crash, restart,
+partition, heal, channel break). Because persisting, syncing and hearing about it are three
+separate steps, a crash can fall between any two of them: between receiving a message and
+writing it, between writing and fsyncing, and between fsyncing and acknowledging.
+
+The checker runs after every step. Same seed, same run: the run depends on nothing but the
+seed and the options (no wall clock, no hash order, no global random).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from storage.base import apply_one
+from storage.memory import MemoryStore
+from zabray import trace
+from zabray.protocol.actions import (
+    Close,
+    Committed,
+    Deliver,
+    Failed,
+    Notify,
+    Open,
+    Persist,
+    Send,
+    Trace,
+)
+from zabray.protocol.config import ProtocolConfig
+from zabray.protocol.events import (
+    ChannelClosed,
+    Event,
+    Notified,
+    Persisted,
+    Received,
+    SnapshotRequested,
+    Submit,
+    Tick,
+)
+from zabray.protocol.messages import Ack, AckEpoch, AckNewLeader, Message, PeerState
+from zabray.protocol.node import Node
+from zabray.protocol.statemachine import ValueLog
+from zabray.protocol.zxid import fmt
+from zabray.sim.checker import Checker, Violation
+from zabray.sim.network import CLOSE, Network
+
+FAULTS = ("crash", "partition", "break", "snapshot", "drop")
+
+
+@dataclass
+class SimOptions:
+    voters: int = 3
+    observers: int = 0
+    steps: int = 3000
+    faults: tuple[str, ...] = ("crash", "partition", "break", "snapshot")
+    fault_rate: float = 0.01
+    client_rate: float = 0.08
+    tick_rate: float = 0.04
+    max_crashed: int | None = None  # default: any number, even all
+    liveness_ticks: int = 200
+    config: dict[str, int] = field(default_factory=dict)
+    node_factory: Callable[..., Node] | None = None  # tests plant broken cores here
+
+
+@dataclass
+class SimResult:
+    seed: int
+    steps: int
+    ticks: int
+    violations: list[Violation]
+    crash_points: Counter[str]
+    faults: Counter[str]
+    proposals: int
+    deliveries: int
+    committed: int
+    acked: int
+    elections: int
+    timeline: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+class SimReplica:
+    def __init__(self, sid: int) -> None:
+        self.sid = sid
+        self.store = MemoryStore()
+        self.node: Node | None = None
+        self.incarnation = -1
+        self.pending: deque[Persist] = deque()  # emitted, not yet written
+        self.written = 0  # highest token written to the store
+        self.synced = 0  # highest token durable
+        self.told = 0  # highest token reported to the core
+        self.last_event = "start"
+
+
+class Simulation:
+    def __init__(self, seed: int, options: SimOptions | None = None, *, timeline: bool = False,
+                 trace_writer: Callable[[dict[str, object]], None] | None = None) -> None:
+        self.seed = seed
+        self.opt = opt = options or SimOptions()
+        self.rng = random.Random(seed)
+        self.net = Network(self.rng)
+        if "drop" in opt.faults:
+            self.net.drop_election = 0.05
+        voters = frozenset(range(1, opt.voters + 1))
+        observers = frozenset(range(opt.voters + 1, opt.voters + opt.observers + 1))
+        params = dict(
+            init_limit=10, sync_limit=5, ping_interval=1, finalize_wait=1, election_resend=2,
+            election_resend_max=8, max_outstanding=self.rng.choice([1, 3, 10, 50]),
+            diff_window=self.rng.choice([0, 2, 10, 1000]), diff_chunk=self.rng.choice([1, 3, 100]),
+        )
+        params.update(opt.config)
+        self.cfg = ProtocolConfig(voters=voters, observers=observers, **params)
+        self.replicas = {sid: SimReplica(sid) for sid in sorted(self.cfg.members)}
+        self.checker = Checker()
+        self.want_timeline = timeline
+        self.timeline: list[str] = []
+        self.trace_writer = trace_writer
+        self.step_no = 0
+        self.ticks = 0
+        self.next_request = 1
+        self.pending_requests: dict[tuple[int, int], bytes] = {}
+        self.crash_points: Counter[str] = Counter()
+        self.fault_counts: Counter[str] = Counter()
+        self.stats: Counter[str] = Counter()
+        self.max_crashed = opt.max_crashed if opt.max_crashed is not None else len(self.replicas)
+        for sid in self.replicas:
+            self._start(sid)
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+
+    def _log(self, text: str) -> None:
+        if self.want_timeline:
+            self.timeline.append(f"{self.step_no:6d} t={self.ticks:<4d} {text}")
+
+    def alive(self) -> set[int]:
+        return {s for s, r in self.replicas.items() if r.node is not None}
+
+    def _start(self, sid: int) -> None:
+        r = self.replicas[sid]
+        r.incarnation += 1
+        durable = r.store.recover()
+        factory = self.opt.node_factory or Node
+        r.node = factory(sid, self.cfg, durable, incarnation=r.incarnation)
+        r.pending.clear()
+        r.written = r.synced = r.told = 0
+        chain = None
+        if durable.snapshot is not None:
+            v = ValueLog()
+            v.restore(durable.snapshot)
+            chain = v.chain
+        self.checker.start_incarnation(sid, r.incarnation, durable.snapshot_zxid, chain)
+        self._log(f"start {sid} (incarnation {r.incarnation}, last zxid {fmt(durable.last_zxid)}, "
+                  f"epochs {durable.accepted_epoch}/{durable.current_epoch})")
+
+    def _crash(self, sid: int) -> None:
+        r = self.replicas[sid]
+        node = r.node
+        assert node is not None
+        unsynced = [type(a).__name__ for a in r.pending]
+        if r.store.dirty:
+            unsynced.insert(0, "written-not-synced")
+        if r.told < r.synced:
+            unsynced.append("durable-not-acknowledged")
+        role = {PeerState.LEADING: "leader", PeerState.FOLLOWING: "follower",
+                PeerState.OBSERVING: "observer", PeerState.LOOKING: "looking"}[node.state]
+        point = f"{role}/{node.role.phase_name()}/after {r.last_event}/" + (",".join(unsynced) or "clean")
+        self.crash_points[point] += 1
+        r.store.crash()
+        r.pending.clear()
+        r.node = None
+        self.net.crash(sid)
+        self.fault_counts["crash"] += 1
+        for key in [k for k in self.pending_requests if k[0] == sid]:
+            del self.pending_requests[key]
+        self._log(f"CRASH {sid} at {point}")
+
+    # -- feeding the core ---------------------------------------------------------------------------
+
+    def _step_node(self, sid: int, event: Event, label: str) -> None:
+        r = self.replicas[sid]
+        node = r.node
+        assert node is not None
+        r.last_event = label
+        actions = node.step(event)
+        for a in actions:
+            self._route(sid, r, a)
+
+    def _route(self, sid: int, r: SimReplica, a: object) -> None:
+        t = type(a)
+        if t is Send:
+            msg: Message = a.msg  # type: ignore[attr-defined]
+            self._check_ack(sid, r, msg)
+            if self.net.send(a.channel, sid, msg):  # type: ignore[attr-defined]
+                self.stats["messages"] += 1
+        elif isinstance(a, Persist):
+            r.pending.append(a)
+        elif t is Notify:
+            self.net.notify(sid, a.to, a.note)  # type: ignore[attr-defined]
+        elif t is Trace:
+            self._on_trace(sid, r, a.record)  # type: ignore[attr-defined]
+        elif t is Deliver:
+            txn = a.txn  # type: ignore[attr-defined]
+            self.checker.delivered(sid, r.incarnation, txn.zxid, trace.digest(txn.value), txn.value)
+            self.stats["deliveries"] += 1
+        elif t is Committed:
+            value = self.pending_requests.pop((sid, a.request_id), None)  # type: ignore[attr-defined]
+            if value is not None:
+                self.checker.client_acked(a.zxid, trace.digest(value))  # type: ignore[attr-defined]
+                self.stats["acked"] += 1
+                self._log(f"  client@{sid} request {a.request_id} committed as {fmt(a.zxid)}")  # type: ignore[attr-defined]
+        elif t is Failed:
+            self.pending_requests.pop((sid, a.request_id), None)  # type: ignore[attr-defined]
+        elif t is Open:
+            self.net.open(a.channel)  # type: ignore[attr-defined]
+        elif t is Close:
+            self.net.close(a.channel, sid)  # type: ignore[attr-defined]
+        else:
+            raise TypeError(f"unknown action {a!r}")
+
+    def _check_ack(self, sid: int, r: SimReplica, msg: Message) -> None:
+        """The durability rule, checked against the store itself."""
+        st = r.store
+        t = type(msg)
+        if t is Ack or t is AckNewLeader:
+            z = msg.zxid  # type: ignore[attr-defined]
+            durable_last = st.log[-1].zxid if st.log else st.snapshot_zxid
+            if durable_last < z or not (st.snapshot_zxid >= z or any(x.zxid == z for x in st.log[-64:]) or
+                                        any(x.zxid == z for x in st.log)):
+                self.checker.acked_unsafely(sid, f"{msg.NAME} {fmt(z)} with durable log at {fmt(durable_last)}")
+            if t is AckNewLeader and st.current_epoch != msg.epoch:  # type: ignore[attr-defined]
+                self.checker.acked_unsafely(sid, f"ACK of NEWLEADER {msg.epoch} with currentEpoch {st.current_epoch}")  # type: ignore[attr-defined]
+        elif t is AckEpoch:
+            node = r.node
+            if node is not None and st.accepted_epoch != node.accepted_epoch:
+                self.checker.acked_unsafely(sid, f"ACKEPOCH with acceptedEpoch {st.accepted_epoch} on disk")
+
+    def _on_trace(self, sid: int, r: SimReplica, rec: object) -> None:
+        node = r.node
+        assert node is not None
+        if isinstance(rec, trace.Proposed):
+            self.checker.proposed_txn(sid, rec.epoch, rec.zxid, rec.digest)
+            self.stats["proposals"] += 1
+        elif isinstance(rec, trace.SnapshotInstalled):
+            app = node.app
+            self.checker.snapshot_installed(sid, r.incarnation, rec.zxid, getattr(app, "chain", None))
+        elif isinstance(rec, trace.Established):
+            hist = {t.zxid: trace.digest(t.value) for t in node.history.txns()}
+            base = node.history.base
+            chain = None
+            if base and node.applied >= base and isinstance(node.app, ValueLog) and node.applied == base:
+                chain = node.app.chain
+            self.checker.leader_established(sid, rec.epoch, hist, base, chain)
+            self.stats["elections"] += 1
+            self._log(f"  {sid} ESTABLISHED epoch {rec.epoch} with history through {fmt(rec.zxid)}")
+        elif isinstance(rec, trace.StateChange):
+            self._log(f"  {sid} -> {rec.state} epoch {rec.epoch} leader {rec.leader}")
+        if self.trace_writer is not None:
+            self.trace_writer(trace.row(rec, run=f"sim-{self.seed}", src=f"replica-{sid}",
+                                        replica=sid, inc=r.incarnation, t=self.ticks + self.step_no * 1e-6))
+
+    # -- the step kinds ---------------------------------------------------------------------------
+
+    def _deliver(self, kind: str, key: object, receiver: int) -> None:
+        if kind == "chan":
+            msg = self.net.pop_channel(key, receiver)  # type: ignore[arg-type]
+            if msg is CLOSE:
+                self._log(f"{receiver} sees channel {key} closed")
+                self._step_node(receiver, ChannelClosed(key), "channel closed")  # type: ignore[arg-type]
+            else:
+                sender = key.peer_of(receiver)  # type: ignore[attr-defined]
+                self._log(f"{sender}->{receiver} {_show(msg)}")
+                self._step_node(receiver, Received(key, msg), f"receiving {msg.NAME}")  # type: ignore[arg-type]
+        else:
+            note = self.net.pop_link(key)  # type: ignore[arg-type]
+            self._step_node(receiver, Notified(key[0], note), "receiving NOTIFICATION")  # type: ignore[index]
+
+    def _write(self, sid: int) -> None:
+        r = self.replicas[sid]
+        a = r.pending.popleft()
+        dirty_before = r.store.dirty
+        dirty = apply_one(r.store, a, dirty_before)
+        r.written = a.token
+        if not dirty:  # an epoch/snapshot write: durable, and it synced the log first
+            r.synced = a.token
+        self._log(f"disk {sid}: write {type(a).__name__} (token {a.token})")
+
+    def _fsync(self, sid: int) -> None:
+        r = self.replicas[sid]
+        r.store.sync()
+        r.synced = r.written
+        self._log(f"disk {sid}: fsync (durable through token {r.synced})")
+
+    def _tell(self, sid: int) -> None:
+        r = self.replicas[sid]
+        r.told = r.synced
+        self._step_node(sid, Persisted(r.synced), "durable")
+
+    def _tick(self) -> None:
+        self.ticks += 1
+        for sid in sorted(self.alive()):
+            self._step_node(sid, Tick(), "tick")
+
+    def _submit(self, sid: int) -> None:
+        rid = self.next_request
+        self.next_request += 1
+        value = f"s{self.seed}-r{rid}".encode()
+        self.pending_requests[(sid, rid)] = value
+        self._log(f"client@{sid} submits request {rid}")
+        self._step_node(sid, Submit(rid, value), "client request")
+
+    def _fault(self) -> None:
+        opt = self.opt
+        rng = self.rng
+        alive = sorted(self.alive())
+        dead = sorted(set(self.replicas) - set(alive))
+        kinds = [f for f in opt.faults if f != "drop"]
+        if not kinds:
+            return
+        kind = rng.choice(kinds)
+        if kind == "crash":
+            if dead and (len(dead) >= self.max_crashed or rng.random() < 0.5):
+                sid = rng.choice(dead)
+                self.fault_counts["restart"] += 1
+                self._start(sid)
+            elif alive:
+                self._crash(rng.choice(alive))
+        elif kind == "partition":
+            if self.net.groups is not None and rng.random() < 0.5:
+                self.net.heal()
+                self.fault_counts["heal"] += 1
+                self._log("HEAL")
+            else:
+                sids = sorted(self.replicas)
+                rng.shuffle(sids)
+                cut = rng.randint(1, len(sids) - 1)
+                groups = [frozenset(sids[:cut]), frozenset(sids[cut:])]
+                self.net.partition(groups)
+                self.fault_counts["partition"] += 1
+                self._log(f"PARTITION {sorted(groups[0])} | {sorted(groups[1])}")
+        elif kind == "break":
+            chans = list(self.net.channels)
+            if chans:
+                ch = rng.choice(chans)
+                self.net.break_channel(ch)
+                self.fault_counts["break"] += 1
+                self._log(f"BREAK channel {ch}")
+        elif kind == "snapshot":
+            if alive:
+                sid = rng.choice(alive)
+                self.fault_counts["snapshot"] += 1
+                self._log(f"snapshot requested at {sid}")
+                self._step_node(sid, SnapshotRequested(), "snapshot request")
+
+    # -- running ---------------------------------------------------------------------------------
+
+    def step(self) -> None:
+        """One randomly chosen step."""
+        self.step_no += 1
+        self.checker.step = self.step_no
+        rng = self.rng
+        opt = self.opt
+        x = rng.random()
+        if x < opt.fault_rate:
+            self._fault()
+            return
+        x -= opt.fault_rate
+        if x < opt.tick_rate:
+            self._tick()
+            return
+        x -= opt.tick_rate
+        alive = self.alive()
+        if x < opt.client_rate:
+            if alive:
+                self._submit(rng.choice(sorted(alive)))
+            return
+        choices: list[tuple[str, object, int]] = self.net.deliverable(alive)
+        for sid in sorted(alive):
+            r = self.replicas[sid]
+            if r.pending:
+                choices.append(("write", None, sid))
+            if r.written > r.synced:
+                choices.append(("fsync", None, sid))
+            if r.synced > r.told:
+                choices.append(("tell", None, sid))
+        if not choices:
+            self._tick()
+            return
+        kind, key, sid = choices[rng.randrange(len(choices))]
+        if kind in ("chan", "link"):
+            self._deliver(kind, key, sid)
+        elif kind == "write":
+            self._write(sid)
+        elif kind == "fsync":
+            self._fsync(sid)
+        else:
+            self._tell(sid)
+
+    def run(self) -> SimResult:
+        for _ in range(self.opt.steps):
+            self.step()
+            if self.checker.violations:
+                return self._result()
+        self._check_liveness()
+        return self._result()
+
+    def _calm_round(self) -> None:
+        """Fair progress: a few passes in which every ready queue delivers one message and every
+        replica finishes its disk work, then a tick. Round-robin, so no chatty pair starves
+        the rest."""
+        for _ in range(3):
+            self.step_no += 1
+            self.checker.step = self.step_no
+            for kind, key, sid in self.net.deliverable(self.alive()):
+                if self.replicas[sid].node is not None and self.net.ready(kind, key, sid):
+                    self._deliver(kind, key, sid)
+            for sid in sorted(self.alive()):
+                r = self.replicas[sid]
+                while r.pending and r.node is not None:
+                    self._write(sid)
+                if r.written > r.synced:
+                    self._fsync(sid)
+                if r.synced > r.told:
+                    self._tell(sid)
+        self._tick()
+
+    def _check_liveness(self) -> None:
+        """Heal everything and restart everyone: a leader must emerge and commit a new write."""
+        self.net.heal()
+        self._log("FINAL: heal all, restart all")
+        for sid in sorted(set(self.replicas) - self.alive()):
+            self._start(sid)
+        deadline = self.ticks + self.opt.liveness_ticks
+        leader = None
+        while self.ticks < deadline and not self.checker.violations:
+            self._calm_round()
+            leader = self._established_leader()
+            if leader is not None:
+                break
+        if leader is None:
+            self.checker.step = self.step_no
+            self.checker._fail("liveness", f"no leader established within {self.opt.liveness_ticks} ticks of healing")
+            return
+        # Like a client: write through the current leader, and try again if that one fails.
+        done = False
+        rid = -1
+        while self.ticks < deadline and not self.checker.violations and not done:
+            leader = self._established_leader()
+            if leader is not None and (leader, rid) not in self.pending_requests:
+                rid = self.next_request
+                self._submit(leader)
+            self._calm_round()
+            value = f"s{self.seed}-r{rid}".encode()
+            done = any(self._applied_everywhere(value, r) for r in self.replicas.values() if r.node)
+        if not done:
+            self.checker._fail("liveness", f"no write committed on every replica within "
+                               f"{self.opt.liveness_ticks} ticks of healing")
+
+    def _applied_everywhere(self, value: bytes, r: SimReplica) -> bool:
+        node = r.node
+        assert node is not None
+        found = [t.zxid for t in node.history.after(node.history.base, node.applied) if t.value == value]
+        return bool(found) and all(x.node is not None and x.node.applied >= found[0] for x in self.replicas.values())
+
+    def _established_leader(self) -> int | None:
+        from zabray.protocol.leader import Leader
+
+        best: tuple[int, int] | None = None
+        for sid, r in self.replicas.items():
+            node = r.node
+            if node is not None and isinstance(node.role, Leader) and node.role.established:
+                if best is None or node.current_epoch > best[0]:
+                    best = (node.current_epoch, sid)
+        return best[1] if best else None
+
+    def _result(self) -> SimResult:
+        return SimResult(
+            seed=self.seed,
+            steps=self.step_no,
+            ticks=self.ticks,
+            violations=list(self.checker.violations),
+            crash_points=self.crash_points,
+            faults=self.fault_counts,
+            proposals=self.stats["proposals"],
+            deliveries=self.stats["deliveries"],
+            committed=len(self.checker.G),
+            acked=self.stats["acked"],
+            elections=self.stats["elections"],
+            timeline=self.timeline,
+        )
+
+
+def _show(msg: Message) -> str:
+    fields = []
+    for f in dataclasses.fields(msg):  # type: ignore[arg-type]
+        name = f.name
+        v = getattr(msg, name)
+        if name == "txn":
+            v = f"{fmt(v.zxid)}"
+        elif name == "txns":
+            v = f"[{fmt(v[0].zxid)}..{fmt(v[-1].zxid)}]" if v else "[]"
+        elif name == "state" and isinstance(v, bytes):
+            v = f"<{len(v)} bytes>"
+        elif "zxid" in name:
+            v = fmt(v)
+        elif name == "value":
+            v = f"<{len(v)} bytes>"
+        fields.append(f"{name}={v}")
+    return f"{msg.NAME}({', '.join(fields)})"
+
+
+def run_seed(seed: int, options: SimOptions | None = None, *, timeline: bool = False) -> SimResult:
+    return Simulation(seed, options, timeline=timeline).run()
