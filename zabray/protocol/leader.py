@@ -114,8 +114,6 @@ class Leader(Role):
             return "broadcast"
         return "synchronization" if self.newleader_token is not None else "discovery"
 
-    def channels(self) -> list[ChannelId]:
-        return [h.channel for h in self.learners.values()]
 
     def _send(self, h: LearnerHandle, msg: Message) -> None:
         self.node.emit(Send(h.channel, msg))
@@ -284,7 +282,7 @@ class Leader(Role):
         assert self.epoch is not None
         zxid = Zxid.of(self.epoch, self.next_counter)
         self.next_counter += 1
-        txn = Txn(zxid, value, origin, request_id)
+        txn = Txn(zxid, n.app.prepare(value, zxid), origin, request_id)
         n.history.append(txn)
         token = n.persist(AppendTxns, (txn,))
         self._marks.append((token, zxid))
@@ -397,6 +395,12 @@ class Leader(Role):
             for h in self.learners.values():
                 if h.stage >= Stage.SYNCING:
                     n.emit(Send(h.channel, ping))
+
+    def channels(self) -> list[ChannelId]:
+        return [h.channel for h in self.learners.values()]
+
+    def end(self) -> None:
+        self.node.app.abandon_prepared()
 
     def uncertain_requests(self) -> list[int]:
         # Our own clients' proposals not yet committed may still commit under the next leader.

@@ -178,6 +178,7 @@ class Node:
         """End the current iteration: close its channels, drop what it held, look for a leader."""
         from zabray.protocol.election import Election
 
+        self.role.end()
         for ch in self.role.channels():
             self._out.append(Close(ch))
         for rid in self.role.uncertain_requests():

@@ -36,6 +36,9 @@ class Role:
     def forget_request(self, request_id: int) -> None:
         """The request committed and was answered; it is no longer in doubt."""
 
+    def end(self) -> None:
+        """The iteration is over; drop any state that only made sense inside it."""
+
     def channels(self) -> list[ChannelId]:
         return []
 

@@ -18,6 +18,18 @@ from zabray.protocol.messages import Txn
 
 
 class StateMachine(Protocol):
+    def prepare(self, request: bytes, zxid: int) -> bytes:
+        """Leader only: turn a client request into the txn value to propose as ``zxid``.
+
+        Computed against the *future* state (committed plus everything already prepared), so
+        the txn is idempotent and a failed condition becomes an error txn. Called in zxid order.
+        """
+        ...
+
+    def abandon_prepared(self) -> None:
+        """The leader's iteration ended: forget the future state built by ``prepare``."""
+        ...
+
     def apply(self, txn: Txn) -> object: ...
 
     def snapshot(self) -> bytes: ...
@@ -38,6 +50,12 @@ class ValueLog:
         self.zxid = 0
         self.count = 0
         self.chain = b"\0" * 16
+
+    def prepare(self, request: bytes, zxid: int) -> bytes:
+        return request
+
+    def abandon_prepared(self) -> None:
+        pass
 
     def apply(self, txn: Txn) -> object:
         self.chain = chain_step(self.chain, txn.zxid, txn.value)
