@@ -148,14 +148,12 @@ class DiskStore:
         if changed:
             fsutil.fsync_dir(self.path)
         last = rec.last_scan
-        if last is not None:
-            self._repair_tail(last.info.name, last.end, last.torn, last.size)
 
         self._generation = rec.generation
         self._snaps: list[SnapshotFile] = list(rec.snapshots)
         state = rec.state
         base = self._snaps[-1].zxid if self._snaps else Zxid(0)
-        self._log = TxnLog(
+        self._log = TxnLog(  # cuts a torn tail off the newest segment
             self.path,
             rec.generation,
             list(rec.segments),
@@ -174,24 +172,6 @@ class DiskStore:
             len(state.txns),
             fmt(state.last_zxid),
         )
-
-    def _repair_tail(self, name: str, end: int, torn: int | None, size: int) -> None:
-        """Cut a torn record off the newest segment and restore its zero preallocation."""
-        path = os.path.join(self.path, name)
-        want = max(self.segment_bytes, size) if self.preallocate else end
-        if torn is None and (size >= want or not self.preallocate):
-            return
-        fd = os.open(path, os.O_RDWR)
-        try:
-            if torn is not None:
-                log.warning("%s: torn last record at offset %d (crash mid-write); cutting it off", name, torn)
-                os.ftruncate(fd, torn)
-                os.fsync(fd)
-            if self.preallocate:
-                fsutil.zero_fill(fd, end, want)
-                os.fsync(fd)
-        finally:
-            os.close(fd)
 
     # -- failure handling -----------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ Segment file ``log.<generation:08x>.<seq:08x>``::
 
     header (32 bytes)  magic "ZBLG" | version u16 | flags u16 | generation u32 | seq u32 | prev zxid u64
                        | crc32 u32 of the 24 bytes before | 4 zero bytes
+                       (flags bit 0: preallocated, so the file is never shorter than its records)
     records            back to back from offset 32
     zeros              up to the preallocated size
 
@@ -27,6 +28,8 @@ Invariants (checked on open by ``storage.recovery``):
   (temp file, fsync, rename, fsync directory).
 - Only the newest segment can hold a torn record: every sync writes into one segment and a sync
   that does not fit rolls over to a new segment first.
+- Writes into a preallocated segment never extend the file, so a record running past the end of
+  such a file means the file was cut short (corruption), not a torn write.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ SEG_VERSION = 1
 _SEG_BODY = struct.Struct("<4sHHIIQ")
 _U32 = struct.Struct("<I")
 SEG_HEADER_SIZE = 32
+FLAG_PREALLOCATED = 1
 
 REC_MAGIC = 0x3152425A  # b"ZBR1" little-endian
 _REC_MAGIC_BYTES = _U32.pack(REC_MAGIC)
@@ -74,6 +78,7 @@ class SegmentInfo:
     seq: int
     prev: Zxid
     name: str
+    preallocated: bool = False
 
 
 def segment_name(generation: int, seq: int) -> str:
@@ -85,8 +90,9 @@ def parse_segment_name(name: str) -> tuple[int, int] | None:
     return None if m is None else (int(m.group(1), 16), int(m.group(2), 16))
 
 
-def encode_segment_header(generation: int, seq: int, prev: int) -> bytes:
-    body = _SEG_BODY.pack(SEG_MAGIC, SEG_VERSION, 0, generation, seq, prev)
+def encode_segment_header(generation: int, seq: int, prev: int, preallocated: bool) -> bytes:
+    flags = FLAG_PREALLOCATED if preallocated else 0
+    body = _SEG_BODY.pack(SEG_MAGIC, SEG_VERSION, flags, generation, seq, prev)
     return body + _U32.pack(zlib.crc32(body)) + bytes(SEG_HEADER_SIZE - _SEG_BODY.size - 4)
 
 
@@ -97,12 +103,12 @@ def decode_segment_header(name: str, data: bytes, generation: int, seq: int) -> 
     (crc,) = _U32.unpack_from(data, _SEG_BODY.size)
     if zlib.crc32(data[: _SEG_BODY.size]) != crc:
         raise CorruptionError(f"{name}: segment header checksum mismatch at offset 0")
-    magic, version, _flags, gen, sq, prev = _SEG_BODY.unpack_from(data)
-    if magic != SEG_MAGIC or version != SEG_VERSION:
-        raise CorruptionError(f"{name}: bad segment magic/version at offset 0")
+    magic, version, flags, gen, sq, prev = _SEG_BODY.unpack_from(data)
+    if magic != SEG_MAGIC or version != SEG_VERSION or flags & ~FLAG_PREALLOCATED:
+        raise CorruptionError(f"{name}: bad segment magic/version/flags at offset 0")
     if (gen, sq) != (generation, seq):
         raise CorruptionError(f"{name}: header names generation {gen} seq {sq}, not its file name")
-    return SegmentInfo(generation, seq, Zxid(prev), name)
+    return SegmentInfo(generation, seq, Zxid(prev), name, bool(flags & FLAG_PREALLOCATED))
 
 
 def read_segment_header(dirpath: str, name: str, generation: int, seq: int) -> SegmentInfo:
@@ -256,6 +262,13 @@ def scan_segment(info: SegmentInfo, data: bytes, *, keep_after: int, may_be_torn
             raise CorruptionError(
                 f"{name}: bad record at offset {off} followed by non-zero bytes at offset {claimed_end}"
             )
+        if magic == REC_MAGIC and claimed_end > n and info.preallocated:
+            raise CorruptionError(
+                f"{name}: record at offset {off} runs past the end of the preallocated file ({n} bytes): "
+                "the file was cut short"
+            )
+    elif info.preallocated:
+        raise CorruptionError(f"{name}: record header at offset {off} cut off by the end of the preallocated file")
     return SegmentScan(info, txns, zxids, offsets, off, n, off)
 
 
@@ -414,7 +427,7 @@ class TxnLog:
             cut = act.offsets[k]
             os.ftruncate(act.fd, cut)
             os.fsync(act.fd)
-            if self.preallocate:
+            if act.info.preallocated:
                 fsutil.zero_fill(act.fd, cut, act.capacity)
                 os.fsync(act.fd)
             del act.zxids[k:], act.offsets[k:]
@@ -423,21 +436,40 @@ class TxnLog:
         self.tail = act.tail
 
     def _open_active(self, scan: SegmentScan) -> _Active:
-        fd = os.open(os.path.join(self.dir, scan.info.name), os.O_RDWR)
-        size = os.fstat(fd).st_size
-        return _Active(scan.info, fd, scan.end, max(self.segment_bytes, size), scan.zxids, scan.offsets)
+        """Open a scanned segment for appends, cutting a torn tail and restoring preallocation.
+
+        The cut is an ftruncate made durable before the zeros are rewritten, so a crash in
+        between leaves a shorter file whose data ends exactly at the cut.
+        """
+        info = scan.info
+        fd = os.open(os.path.join(self.dir, info.name), os.O_RDWR)
+        try:
+            size = os.fstat(fd).st_size
+            if scan.torn is not None:
+                log.warning("%s: torn last record at offset %d (crash mid-write); cutting it off", info.name, scan.torn)
+                os.ftruncate(fd, scan.torn)
+                os.fsync(fd)
+                size = scan.torn
+            capacity = max(self.segment_bytes, size)
+            if info.preallocated and size < capacity:
+                fsutil.zero_fill(fd, scan.end, capacity)
+                os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        return _Active(info, fd, scan.end, capacity, scan.zxids, scan.offsets)
 
     def _roll(self, nbytes: int) -> _Active:
         """Create the next segment (complete and durable before it is visible) and make it active."""
         seq = self.segments[-1].seq + 1 if self.segments else 0
-        info = SegmentInfo(self.generation, seq, self.tail, segment_name(self.generation, seq))
+        info = SegmentInfo(self.generation, seq, self.tail, segment_name(self.generation, seq), self.preallocate)
         need = SEG_HEADER_SIZE + nbytes
         capacity = max(self.segment_bytes, (need + _PAGE - 1) // _PAGE * _PAGE)
         path = os.path.join(self.dir, info.name)
         tmp = path + fsutil.TMP_SUFFIX
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            fsutil.pwrite_all(fd, encode_segment_header(self.generation, seq, self.tail), 0)
+            fsutil.pwrite_all(fd, encode_segment_header(self.generation, seq, self.tail, self.preallocate), 0)
             if self.preallocate:
                 fsutil.zero_fill(fd, SEG_HEADER_SIZE, capacity)
             os.fsync(fd)

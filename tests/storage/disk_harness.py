@@ -173,6 +173,7 @@ def gen_ops(
     max_value: int = 300,
     max_snap: int = 3000,
     reopen: bool = True,
+    p_truncate: float = 0.25,
 ) -> list[Op]:
     """A random but valid op sequence from ``start`` (zxids increase, TRUNC/snapshots never undo
     delivered state, epochs only grow), deterministic in ``rng`` and ``start``."""
@@ -184,7 +185,7 @@ def gen_ops(
         op: Op
         if r < 0.5:
             steps: list = []
-            if above and rng.random() < 0.25:
+            if above and rng.random() < p_truncate:
                 z = rng.choice(above + [m.snap_zxid])
                 steps.append(("truncate", z))
                 first = _next(max(m.hi, z), True)
