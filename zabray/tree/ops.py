@@ -1,0 +1,540 @@
+"""Requests (what clients submit) and txns (what the leader proposes), as records and bytes.
+
+Both are versioned msgpack arrays whose op bodies start with an ``OpCode``:
+
+    request = [REQUEST_VERSION, session_id, time_ms, op]
+      op    = [CREATE, path, data, ephemeral, sequential] | [DELETE, path, version]
+            | [SET_DATA, path, data, version] | [CHECK, path, version] | [MULTI, [op, ...]]
+            | [CREATE_SESSION, timeout_ms] | [CLOSE_SESSION] | [SYNC, path]
+    txn     = [TXN_VERSION, time_ms, session_id, body]
+      body  = [CREATE, path, data, ephemeral_owner, parent_cversion] | [DELETE, path]
+            | [SET_DATA, path, data, new_version] | [CHECK, path, version] | [MULTI, [body, ...]]
+            | [CREATE_SESSION, timeout_ms] | [CLOSE_SESSION, [path, ...]] | [SYNC, path]
+            | [ERROR, op, code, message, path | nil, index | nil]
+
+A request names the session it acts for (0: none, e.g. an administrative write); for
+CREATE_SESSION/CLOSE_SESSION that is the session created/closed. A txn is concrete: sequential
+names resolved, new version numbers and the ephemerals a close deletes spelled out, so applying
+it needs no decision. Decoding checks every field's type and range: a bad request raises
+``BadArgumentsError`` (the client's fault, it becomes an error txn); a bad txn raises
+``CorruptionError`` (a log or a leader produced bytes no tree could have).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import msgpack
+
+from zabray.errors import CorruptionError, ZabError
+from zabray.tree.errors import ERRORS, BadArgumentsError
+from zabray.tree.paths import validate_path
+
+REQUEST_VERSION = 1
+TXN_VERSION = 1
+
+_I64 = 1 << 63
+_U64 = 1 << 64
+_I32 = 1 << 31
+
+
+class OpCode(enum.IntEnum):
+    ERROR = 0
+    CREATE = 1
+    DELETE = 2
+    SET_DATA = 3
+    CHECK = 4
+    MULTI = 5
+    CREATE_SESSION = 6
+    CLOSE_SESSION = 7
+    SYNC = 8
+
+
+# -- requests --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Create:
+    """Create ``path`` (for sequential: the prefix; the 10-digit counter is appended).
+    An ephemeral znode is owned by the request's session."""
+
+    path: str
+    data: bytes = b""
+    ephemeral: bool = False
+    sequential: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    path: str
+    version: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class SetData:
+    path: str
+    data: bytes
+    version: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """Fail unless ``path`` exists with ``version`` (-1: only that it exists). Mostly for multi."""
+
+    path: str
+    version: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Multi:
+    """Create/Delete/SetData/Check ops applied atomically, in order: all succeed or none."""
+
+    ops: tuple[Create | Delete | SetData | Check, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CreateSession:
+    timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class CloseSession:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Sync:
+    """A no-op write: once a replica applies it, it has seen every write committed before it."""
+
+    path: str = "/"
+
+
+SubOp = Create | Delete | SetData | Check
+Op = Create | Delete | SetData | Check | Multi | CreateSession | CloseSession | Sync
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """``op`` on behalf of ``session_id`` (0: no session), stamped ``time_ms`` by its submitter."""
+
+    session_id: int
+    time_ms: int
+    op: Op
+
+
+# -- txns --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTxn:
+    """Create ``path`` (already resolved); the parent's cversion becomes ``parent_cversion``."""
+
+    path: str
+    data: bytes
+    ephemeral_owner: int
+    parent_cversion: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTxn:
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class SetDataTxn:
+    """Set the data; the znode's version becomes ``version``."""
+
+    path: str
+    data: bytes
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class CheckTxn:
+    path: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class MultiTxn:
+    txns: tuple[CreateTxn | DeleteTxn | SetDataTxn | CheckTxn, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CreateSessionTxn:
+    timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class CloseSessionTxn:
+    """Close the session, deleting ``paths``: exactly its ephemerals, sorted."""
+
+    paths: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SyncTxn:
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorTxn:
+    """The request failed with ``code``; ``op`` is its OpCode (0 if it did not decode) and
+    ``index`` the failing op of a multi."""
+
+    op: int
+    code: str
+    message: str
+    path: str | None = None
+    index: int | None = None
+
+
+TxnBody = (
+    CreateTxn
+    | DeleteTxn
+    | SetDataTxn
+    | CheckTxn
+    | MultiTxn
+    | CreateSessionTxn
+    | CloseSessionTxn
+    | SyncTxn
+    | ErrorTxn
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TxnRecord:
+    time_ms: int
+    session_id: int
+    body: TxnBody
+
+
+# -- field checks ------------------------------------------------------------------------------------
+
+
+class _Fields:
+    """Type/range checks that raise ``err`` (BadArgumentsError or CorruptionError)."""
+
+    __slots__ = ("err", "what")
+
+    def __init__(self, err: type[ZabError], what: str) -> None:
+        self.err = err
+        self.what = what
+
+    def fail(self, msg: str) -> NoReturn:
+        raise self.err(f"bad {self.what}: {msg}")
+
+    def int_(self, v: Any, name: str, lo: int, hi: int) -> int:
+        if type(v) is not int or not lo <= v < hi:
+            self.fail(f"{name} must be an integer in [{lo}, {hi}), got {v!r:.40}")
+        return v
+
+    def bytes_(self, v: Any, name: str) -> bytes:
+        if type(v) is not bytes:
+            self.fail(f"{name} must be bytes, got {type(v).__name__}")
+        return v
+
+    def str_(self, v: Any, name: str) -> str:
+        if type(v) is not str:
+            self.fail(f"{name} must be a string, got {type(v).__name__}")
+        return v
+
+    def bool_(self, v: Any, name: str) -> bool:
+        if type(v) is not bool:
+            self.fail(f"{name} must be a bool, got {type(v).__name__}")
+        return v
+
+    def list_(self, v: Any, name: str, n: int | None = None) -> list[Any]:
+        if type(v) is not list or (n is not None and len(v) != n):
+            self.fail(f"{name} must be a list" + (f" of {n} items" if n is not None else ""))
+        return v
+
+    def code(self, v: Any) -> OpCode:
+        if type(v) is not int or v not in OpCode._value2member_map_:
+            self.fail(f"unknown op code {v!r:.40}")
+        return OpCode(v)
+
+    def version(self, v: Any) -> int:
+        return self.int_(v, "version", -1, _I32)
+
+    def session(self, v: Any) -> int:
+        return self.int_(v, "session id", 0, _U64)
+
+    def time(self, v: Any) -> int:
+        return self.int_(v, "time_ms", 0, _I64)
+
+    def timeout(self, v: Any) -> int:
+        return self.int_(v, "timeout_ms", 1, _I32)
+
+
+_REQ = _Fields(BadArgumentsError, "request")
+_TXN = _Fields(CorruptionError, "txn")
+
+
+def _unpack(data: bytes, f: _Fields) -> Any:
+    if type(data) is not bytes:
+        f.fail(f"expected bytes, got {type(data).__name__}")
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
+    except Exception as e:  # msgpack raises several unrelated types on garbage
+        f.fail(f"not msgpack ({type(e).__name__}: {e})")
+
+
+# -- request encoding --------------------------------------------------------------------------------
+
+
+def _op_fields(op: Op, f: _Fields, *, nested: bool) -> list[Any]:
+    """The wire body of ``op``, checking its fields (shared by encode and decode)."""
+    if type(op) is Create:
+        return [
+            OpCode.CREATE,
+            f.str_(op.path, "path"),
+            f.bytes_(op.data, "data"),
+            f.bool_(op.ephemeral, "ephemeral"),
+            f.bool_(op.sequential, "sequential"),
+        ]
+    if type(op) is Delete:
+        return [OpCode.DELETE, f.str_(op.path, "path"), f.version(op.version)]
+    if type(op) is SetData:
+        return [OpCode.SET_DATA, f.str_(op.path, "path"), f.bytes_(op.data, "data"), f.version(op.version)]
+    if type(op) is Check:
+        return [OpCode.CHECK, f.str_(op.path, "path"), f.version(op.version)]
+    if nested:
+        f.fail(f"{type(op).__name__} cannot be part of a multi")
+    if type(op) is Multi:
+        if type(op.ops) is not tuple:
+            f.fail("multi ops must be a tuple")
+        return [OpCode.MULTI, [_op_fields(o, f, nested=True) for o in op.ops]]
+    if type(op) is CreateSession:
+        return [OpCode.CREATE_SESSION, f.timeout(op.timeout_ms)]
+    if type(op) is CloseSession:
+        return [OpCode.CLOSE_SESSION]
+    if type(op) is Sync:
+        return [OpCode.SYNC, f.str_(op.path, "path")]
+    f.fail(f"not an op: {op!r:.60}")
+
+
+def encode_request(req: Request) -> bytes:
+    """Encode ``req``; raises ``BadArgumentsError`` on a field of the wrong type or range."""
+    f = _REQ
+    if type(req) is not Request:
+        f.fail(f"not a Request: {req!r:.60}")
+    body = [
+        REQUEST_VERSION,
+        f.session(req.session_id),
+        f.time(req.time_ms),
+        _op_fields(req.op, f, nested=False),
+    ]
+    return msgpack.packb(body, use_bin_type=True)
+
+
+_REQ_ARITY = {
+    OpCode.CREATE: 5,
+    OpCode.DELETE: 3,
+    OpCode.SET_DATA: 4,
+    OpCode.CHECK: 3,
+    OpCode.MULTI: 2,
+    OpCode.CREATE_SESSION: 2,
+    OpCode.CLOSE_SESSION: 1,
+    OpCode.SYNC: 2,
+}
+
+
+def _decode_op(v: Any, f: _Fields, *, nested: bool) -> Op:
+    if type(v) is not list or not v:
+        f.fail("op must be a non-empty list")
+    code = f.code(v[0])
+    if code not in _REQ_ARITY:
+        f.fail(f"{code.name} is not a request op")
+    f.list_(v, code.name.lower(), _REQ_ARITY[code])
+    if code is OpCode.CREATE:
+        return Create(
+            f.str_(v[1], "path"),
+            f.bytes_(v[2], "data"),
+            f.bool_(v[3], "ephemeral"),
+            f.bool_(v[4], "sequential"),
+        )
+    if code is OpCode.DELETE:
+        return Delete(f.str_(v[1], "path"), f.version(v[2]))
+    if code is OpCode.SET_DATA:
+        return SetData(f.str_(v[1], "path"), f.bytes_(v[2], "data"), f.version(v[3]))
+    if code is OpCode.CHECK:
+        return Check(f.str_(v[1], "path"), f.version(v[2]))
+    if nested:
+        f.fail(f"{code.name} cannot be part of a multi")
+    if code is OpCode.MULTI:
+        subs = tuple(_decode_op(o, f, nested=True) for o in f.list_(v[1], "multi ops"))
+        return Multi(subs)  # type: ignore[arg-type]
+    if code is OpCode.CREATE_SESSION:
+        return CreateSession(f.timeout(v[1]))
+    if code is OpCode.CLOSE_SESSION:
+        return CloseSession()
+    return Sync(f.str_(v[1], "path"))
+
+
+def decode_request(data: bytes) -> Request:
+    """Decode and type-check a request; raises ``BadArgumentsError``. Paths are checked later,
+    by the processor, so a bad path inside a multi is reported with its index."""
+    f = _REQ
+    v = f.list_(_unpack(data, f), "request", 4)
+    if v[0] != REQUEST_VERSION or type(v[0]) is not int:
+        f.fail(f"unsupported request version {v[0]!r:.20}")
+    return Request(f.session(v[1]), f.time(v[2]), _decode_op(v[3], f, nested=False))
+
+
+# -- txn encoding ------------------------------------------------------------------------------------
+
+
+def _body_fields(b: TxnBody, *, nested: bool = False) -> list[Any]:
+    t = type(b)
+    if t is CreateTxn:
+        return [OpCode.CREATE, b.path, b.data, b.ephemeral_owner, b.parent_cversion]  # type: ignore[union-attr]
+    if t is DeleteTxn:
+        return [OpCode.DELETE, b.path]  # type: ignore[union-attr]
+    if t is SetDataTxn:
+        return [OpCode.SET_DATA, b.path, b.data, b.version]  # type: ignore[union-attr]
+    if t is CheckTxn:
+        return [OpCode.CHECK, b.path, b.version]  # type: ignore[union-attr]
+    if nested:
+        raise TypeError(f"{t.__name__} cannot be part of a multi txn")
+    if t is MultiTxn:
+        return [OpCode.MULTI, [_body_fields(s, nested=True) for s in b.txns]]  # type: ignore[union-attr]
+    if t is CreateSessionTxn:
+        return [OpCode.CREATE_SESSION, b.timeout_ms]  # type: ignore[union-attr]
+    if t is CloseSessionTxn:
+        return [OpCode.CLOSE_SESSION, list(b.paths)]  # type: ignore[union-attr]
+    if t is SyncTxn:
+        return [OpCode.SYNC, b.path]  # type: ignore[union-attr]
+    if t is ErrorTxn:
+        return [OpCode.ERROR, b.op, b.code, b.message, b.path, b.index]  # type: ignore[union-attr]
+    raise TypeError(f"not a txn body: {b!r:.60}")
+
+
+def encode_txn(rec: TxnRecord) -> bytes:
+    """Encode a txn. Only the processor builds txns, so its fields are trusted here."""
+    return msgpack.packb(
+        [TXN_VERSION, rec.time_ms, rec.session_id, _body_fields(rec.body)], use_bin_type=True
+    )
+
+
+def _txn_path(v: Any, f: _Fields) -> str:
+    p = f.str_(v, "path")
+    try:
+        validate_path(p)
+    except BadArgumentsError as e:
+        f.fail(str(e))
+    if p == "/":
+        f.fail("a txn cannot create or delete the root")
+    return p
+
+
+def _decode_body(v: Any, f: _Fields, *, nested: bool) -> TxnBody:
+    if type(v) is not list or not v:
+        f.fail("txn body must be a non-empty list")
+    code = f.code(v[0])
+    if code is OpCode.CREATE:
+        f.list_(v, "create", 5)
+        return CreateTxn(
+            _txn_path(v[1], f),
+            f.bytes_(v[2], "data"),
+            f.session(v[3]),
+            f.int_(v[4], "parent_cversion", 1, _I64),
+        )
+    if code is OpCode.DELETE:
+        f.list_(v, "delete", 2)
+        return DeleteTxn(_txn_path(v[1], f))
+    if code is OpCode.SET_DATA:
+        f.list_(v, "set_data", 4)
+        p = f.str_(v[1], "path")
+        try:
+            validate_path(p)
+        except BadArgumentsError as e:
+            f.fail(str(e))
+        return SetDataTxn(p, f.bytes_(v[2], "data"), f.int_(v[3], "version", 1, _I64))
+    if code is OpCode.CHECK:
+        f.list_(v, "check", 3)
+        return CheckTxn(f.str_(v[1], "path"), f.version(v[2]))
+    if nested:
+        f.fail(f"{code.name} cannot be part of a multi txn")
+    if code is OpCode.MULTI:
+        f.list_(v, "multi", 2)
+        subs = tuple(_decode_body(s, f, nested=True) for s in f.list_(v[1], "multi txns"))
+        return MultiTxn(subs)  # type: ignore[arg-type]
+    if code is OpCode.CREATE_SESSION:
+        f.list_(v, "create_session", 2)
+        return CreateSessionTxn(f.timeout(v[1]))
+    if code is OpCode.CLOSE_SESSION:
+        f.list_(v, "close_session", 2)
+        return CloseSessionTxn(tuple(_txn_path(p, f) for p in f.list_(v[1], "paths")))
+    if code is OpCode.SYNC:
+        f.list_(v, "sync", 2)
+        return SyncTxn(f.str_(v[1], "path"))
+    f.list_(v, "error", 6)
+    op = f.int_(v[1], "op", 0, len(OpCode))
+    err = f.str_(v[2], "error code")
+    if err not in ERRORS:
+        f.fail(f"unknown error code {err!r:.40}")
+    path = None if v[4] is None else f.str_(v[4], "path")
+    index = None if v[5] is None else f.int_(v[5], "index", 0, _I32)
+    return ErrorTxn(op, err, f.str_(v[3], "message"), path, index)
+
+
+def decode_txn(data: bytes) -> TxnRecord:
+    """Decode and check a txn; raises ``zabray.errors.CorruptionError``."""
+    f = _TXN
+    v = f.list_(_unpack(data, f), "txn", 4)
+    if v[0] != TXN_VERSION or type(v[0]) is not int:
+        f.fail(f"unsupported txn version {v[0]!r:.20}")
+    return TxnRecord(f.time(v[1]), f.session(v[2]), _decode_body(v[3], f, nested=False))
+
+
+# -- request builders --------------------------------------------------------------------------------
+
+
+def _req(op: Op, session_id: int, time_ms: int) -> bytes:
+    return encode_request(Request(session_id, time_ms, op))
+
+
+def create(
+    path: str,
+    data: bytes = b"",
+    *,
+    ephemeral: bool = False,
+    sequential: bool = False,
+    session_id: int = 0,
+    time_ms: int,
+) -> bytes:
+    """Request bytes: create a znode (ephemeral ones are owned by ``session_id``)."""
+    return _req(Create(path, data, ephemeral, sequential), session_id, time_ms)
+
+
+def delete(path: str, version: int = -1, *, session_id: int = 0, time_ms: int) -> bytes:
+    return _req(Delete(path, version), session_id, time_ms)
+
+
+def set_data(path: str, data: bytes, version: int = -1, *, session_id: int = 0, time_ms: int) -> bytes:
+    return _req(SetData(path, data, version), session_id, time_ms)
+
+
+def check(path: str, version: int = -1, *, session_id: int = 0, time_ms: int) -> bytes:
+    return _req(Check(path, version), session_id, time_ms)
+
+
+def multi(ops: Iterable[SubOp], *, session_id: int = 0, time_ms: int) -> bytes:
+    """Request bytes: ``ops`` (Create/Delete/SetData/Check records) as one atomic txn."""
+    return _req(Multi(tuple(ops)), session_id, time_ms)
+
+
+def create_session(session_id: int, timeout_ms: int, *, time_ms: int) -> bytes:
+    return _req(CreateSession(timeout_ms), session_id, time_ms)
+
+
+def close_session(session_id: int, *, time_ms: int) -> bytes:
+    return _req(CloseSession(), session_id, time_ms)
+
+
+def sync(path: str = "/", *, session_id: int = 0, time_ms: int) -> bytes:
+    return _req(Sync(path), session_id, time_ms)

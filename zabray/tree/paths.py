@@ -1,0 +1,49 @@
+"""Znode path rules (as ZooKeeper): absolute, "/"-separated, no trailing slash except the root,
+no empty, "." or ".." components, no NUL or other control characters."""
+
+from __future__ import annotations
+
+from zabray.tree.errors import BadArgumentsError
+
+ROOT = "/"
+
+
+def _bad_char(c: str) -> bool:
+    o = ord(c)
+    return o < 0x20 or 0x7F <= o <= 0x9F or 0xD800 <= o <= 0xDFFF or 0xFFF0 <= o <= 0xFFFF
+
+
+def validate_path(path: object, *, sequential: bool = False) -> str:
+    """Return ``path`` if valid, else raise ``BadArgumentsError``.
+
+    A sequential create's path may end in "/" (the counter becomes the whole last component),
+    so it is checked as if the 10-digit suffix were already there.
+    """
+    if type(path) is not str:
+        raise BadArgumentsError(f"path must be a string, got {type(path).__name__}")
+    check = path + "0" if sequential else path
+    if not check.startswith("/"):
+        raise BadArgumentsError(f"path must be absolute: {path!r}", path=path)
+    if check == ROOT:
+        return path
+    if check.endswith("/"):
+        raise BadArgumentsError(f"path must not end with '/': {path!r}", path=path)
+    for part in check[1:].split("/"):
+        if part == "":
+            raise BadArgumentsError(f"empty path component in {path!r}", path=path)
+        if part in (".", ".."):
+            raise BadArgumentsError(f"relative path component {part!r} in {path!r}", path=path)
+    if any(_bad_char(c) for c in check):
+        raise BadArgumentsError(f"invalid character in path {path!r}", path=path)
+    return path
+
+
+def parent_of(path: str) -> str:
+    """The parent of a valid non-root path."""
+    i = path.rfind("/")
+    return ROOT if i == 0 else path[:i]
+
+
+def name_of(path: str) -> str:
+    """The last component of a valid non-root path."""
+    return path[path.rfind("/") + 1 :]
