@@ -1,0 +1,214 @@
+"""Request and txn encodings: round trips, and typed errors on anything malformed."""
+
+from __future__ import annotations
+
+import msgpack
+import pytest
+from tree_harness import Leader
+
+from zabray.errors import CorruptionError
+from zabray.protocol.messages import Txn
+from zabray.protocol.zxid import Zxid
+from zabray.tree import (
+    BadArgumentsError,
+    Check,
+    CloseSession,
+    Create,
+    CreateSession,
+    DataTree,
+    Delete,
+    Multi,
+    NoNodeError,
+    Request,
+    SetData,
+    Sync,
+    TxnRecord,
+    ZooKeeperError,
+    create,
+    decode_request,
+    decode_txn,
+    encode_request,
+    error_for_code,
+    validate_path,
+)
+from zabray.tree.ops import (
+    CheckTxn,
+    CloseSessionTxn,
+    CreateSessionTxn,
+    CreateTxn,
+    DeleteTxn,
+    ErrorTxn,
+    MultiTxn,
+    SetDataTxn,
+    SyncTxn,
+    encode_txn,
+)
+
+OPS = [
+    Create("/a", b"\x00\xff", True, False),
+    Create("/a/", b"", False, True),
+    Delete("/a", -1),
+    SetData("/a", b"x", 7),
+    Check("/a", 0),
+    Multi((Create("/m"), Delete("/m", 0), SetData("/", b""), Check("/"))),
+    Multi(()),
+    CreateSession(30000),
+    CloseSession(),
+    Sync("/a"),
+]
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda o: type(o).__name__)
+def test_request_round_trip(op) -> None:  # type: ignore[no-untyped-def]
+    req = Request(2**64 - 1, 123456789, op)
+    assert decode_request(encode_request(req)) == req
+
+
+BODIES = [
+    CreateTxn("/a", b"d", 0, 1),
+    CreateTxn("/a/e0000000001", b"", 2**63, 2),
+    DeleteTxn("/a"),
+    SetDataTxn("/", b"x", 1),
+    CheckTxn("/a", -1),
+    MultiTxn((CreateTxn("/m", b"", 0, 1), DeleteTxn("/m"), CheckTxn("/", 0))),
+    CreateSessionTxn(1),
+    CloseSessionTxn(("/a", "/b")),
+    CloseSessionTxn(()),
+    SyncTxn("/"),
+    ErrorTxn(1, "NO_NODE", "msg", "/a", None),
+    ErrorTxn(5, "BAD_VERSION", "msg", None, 3),
+    ErrorTxn(0, "BAD_ARGUMENTS", "", None, None),
+]
+
+
+@pytest.mark.parametrize("b", BODIES, ids=lambda b: type(b).__name__)
+def test_txn_round_trip(b) -> None:  # type: ignore[no-untyped-def]
+    rec = TxnRecord(5, 9, b)
+    assert decode_txn(encode_txn(rec)) == rec
+
+
+def req_bytes(*v: object) -> bytes:
+    return msgpack.packb(list(v), use_bin_type=True)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\xc1",
+        req_bytes(1, 0, 0),  # too short
+        req_bytes(2, 0, 0, [1, "/a", b"", False, False]),  # unknown version
+        req_bytes(True, 0, 0, [2, "/a", -1]),  # bool is not a version
+        req_bytes(1, -1, 0, [2, "/a", -1]),  # negative session
+        req_bytes(1, 0, -5, [2, "/a", -1]),  # negative time
+        req_bytes(1, 0, 0, [99, "/a"]),  # unknown op
+        req_bytes(1, 0, 0, [0, "x"]),  # ERROR is not a request op
+        req_bytes(1, 0, 0, [1, "/a", "str-not-bytes", False, False]),
+        req_bytes(1, 0, 0, [1, "/a", b"", 1, False]),  # int is not a bool
+        req_bytes(1, 0, 0, [1, b"/a", b"", False, False]),  # bytes is not a path
+        req_bytes(1, 0, 0, [2, "/a", -2]),  # version below -1
+        req_bytes(1, 0, 0, [2, "/a", 2**31]),  # version beyond int32
+        req_bytes(1, 0, 0, [2, "/a"]),  # arity
+        req_bytes(1, 0, 0, [5, [[6, 1000]]]),  # sessions cannot be in a multi
+        req_bytes(1, 0, 0, [5, [[5, []]]]),  # nor can multis
+        req_bytes(1, 0, 0, [6, 0]),  # timeout must be positive
+        req_bytes(1, 0, 0, {"a": 1}),
+        msgpack.packb({"not": "a list"}),
+    ],
+)
+def test_bad_request_raises_bad_arguments(data: bytes) -> None:
+    with pytest.raises(BadArgumentsError):
+        decode_request(data)
+    # and the leader turns it into an error txn rather than failing
+    body = decode_txn(DataTree().prepare(data, 1)).body
+    assert type(body) is ErrorTxn and body.code == BadArgumentsError.code and body.op == 0
+
+
+def test_builders_check_types() -> None:
+    with pytest.raises(BadArgumentsError):
+        create("/a", "text", time_ms=1)  # type: ignore[arg-type]
+    with pytest.raises(BadArgumentsError):
+        create("/a", time_ms=-1)
+    with pytest.raises(BadArgumentsError):
+        encode_request(Request(0, 0, Multi((CreateSession(10),))))  # type: ignore[arg-type]
+    with pytest.raises(BadArgumentsError):
+        encode_request(Request(0, 0, "op"))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\xc1",
+        req_bytes(2, 0, 0, [2, "/a"]),
+        req_bytes(1, 0, 0, [2, "a"]),  # invalid path
+        req_bytes(1, 0, 0, [2, "/"]),  # deleting the root
+        req_bytes(1, 0, 0, [1, "/a", b"", 0, 0]),  # parent_cversion must be >= 1
+        req_bytes(1, 0, 0, [3, "/a", b"", 0]),  # a set_data version is >= 1
+        req_bytes(1, 0, 0, [0, 1, "NO_SUCH_CODE", "", None, None]),
+        req_bytes(1, 0, 0, [0, 42, "NO_NODE", "", None, None]),
+        req_bytes(1, 0, 0, [7, ["/"]]),
+        req_bytes(1, 0, 0, [5, [[6, 10]]]),
+        req_bytes(1, 0, 0, [9]),
+    ],
+)
+def test_bad_txn_raises_corruption(data: bytes) -> None:
+    with pytest.raises(CorruptionError):
+        decode_txn(data)
+    t = DataTree()
+    with pytest.raises(CorruptionError):
+        t.apply(Txn(Zxid(1), data))
+    assert t.last_zxid == 0
+
+
+def test_txn_that_does_not_fit_raises_corruption() -> None:
+    ld = Leader()
+    ld.write(create("/a", time_ms=1))
+
+    def apply(b) -> None:  # type: ignore[no-untyped-def]
+        ld.tree.apply(Txn(Zxid(1 + ld.tree.last_zxid), encode_txn(TxnRecord(0, 0, b))))
+
+    for b in (
+        CreateTxn("/a", b"", 0, 2),  # exists
+        CreateTxn("/x/y", b"", 0, 1),  # no parent
+        CreateTxn("/b", b"", 0, 5),  # cversion does not follow
+        CreateTxn("/b", b"", 77, 2),  # owner not live
+        DeleteTxn("/nope"),
+        SetDataTxn("/a", b"", 5),
+        CheckTxn("/a", 3),
+        CloseSessionTxn(()),  # session 0 is not live
+        CreateSessionTxn(10),  # session 0
+    ):
+        with pytest.raises(CorruptionError):
+            apply(b)
+
+
+def test_paths() -> None:
+    for good in ("/", "/a", "/a/b", "/a.b/..c", "/ünïcode", "/a b"):
+        assert validate_path(good) == good
+    for bad in (
+        "",
+        "a",
+        "/a/",
+        "//",
+        "/a//b",
+        "/.",
+        "/a/..",
+        "/a\0",
+        "/a\x1f",
+        "/a\x7f",
+        "/a\ufff5",
+        5,
+        None,
+    ):
+        with pytest.raises(BadArgumentsError):
+            validate_path(bad)
+    assert validate_path("/a/", sequential=True) == "/a/"
+    with pytest.raises(BadArgumentsError):
+        validate_path("/a//", sequential=True)
+
+
+def test_error_codes_are_stable_and_typed() -> None:
+    e = error_for_code("NO_NODE", "m", path="/p", index=2)
+    assert type(e) is NoNodeError and (e.code, e.message, e.path, e.index) == ("NO_NODE", "m", "/p", 2)
+    u = error_for_code("FUTURE_CODE", "m")
+    assert type(u) is ZooKeeperError and u.code == "FUTURE_CODE"
