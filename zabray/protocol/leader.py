@@ -165,7 +165,6 @@ class Leader(Role):
             self._offer_epoch(h)
 
     def _on_ack_epoch(self, h: LearnerHandle, msg: AckEpoch) -> None:
-        n = self.node
         if h.stage != Stage.EPOCH_SENT:
             raise ProtocolError(f"ACKEPOCH from {h.sid} out of order")
         h.stage = Stage.EPOCH_ACKED
@@ -173,15 +172,18 @@ class Leader(Role):
         h.last_zxid = msg.last_zxid
         h.counted = msg.counted and not h.observer
         if not self.established and h.counted:
-            if (msg.current_epoch, msg.last_zxid) > (n.current_epoch, int(n.history.last)):
-                # Zab: the leader must hold the most up-to-date history of its quorum.
-                raise ProtocolError(
-                    f"learner {h.sid} is ahead (epoch {msg.current_epoch}, zxid {Zxid(msg.last_zxid)!r})"
-                )
+            self._check_not_behind(h)
         if self.newleader_token is None:
             self._maybe_start_sync()
         else:
             self._sync(h)
+
+    def _check_not_behind(self, h: LearnerHandle) -> None:
+        """Zab: the leader must hold the most up-to-date history of its quorum. Election makes
+        that the usual case; if a counted learner is ahead, step down so it can be elected."""
+        n = self.node
+        if (h.current_epoch, h.last_zxid) > (n.current_epoch, int(n.history.last)):
+            raise ProtocolError(f"learner {h.sid} is ahead (epoch {h.current_epoch}, zxid {Zxid(h.last_zxid)!r})")
 
     def _maybe_start_sync(self) -> None:
         n = self.node

@@ -203,6 +203,7 @@ class Simulation:
             self._check_ack(sid, r, msg)
             if self.net.send(a.channel, sid, msg):  # type: ignore[attr-defined]
                 self.stats["messages"] += 1
+                self.stats["sent:" + msg.NAME] += 1
         elif isinstance(a, Persist):
             r.pending.append(a)
         elif t is Notify:
@@ -411,28 +412,99 @@ class Simulation:
             self.step()
             if self.checker.violations:
                 return self._result()
-        self._check_liveness()
-        return self._result()
+        return self.finish()
+
+    def _micro_steps(self):  # type: ignore[no-untyped-def]
+        """Fair progress, one action at a time: passes in which every ready queue delivers one
+        message and every replica finishes its disk work; a tick after every third pass.
+        Round-robin, so no chatty pair starves the rest."""
+        while True:
+            for _ in range(3):
+                self.step_no += 1
+                self.checker.step = self.step_no
+                for kind, key, sid in self.net.deliverable(self.alive()):
+                    if self.replicas[sid].node is not None and self.net.ready(kind, key, sid):
+                        self._deliver(kind, key, sid)
+                        yield
+                for sid in sorted(self.alive()):
+                    r = self.replicas[sid]
+                    while r.pending and r.node is not None:
+                        self._write(sid)
+                        yield
+                    if r.written > r.synced and r.node is not None:
+                        self._fsync(sid)
+                        yield
+                    if r.synced > r.told and r.node is not None:
+                        self._tell(sid)
+                        yield
+            self._tick()
+            yield
 
     def _calm_round(self) -> None:
-        """Fair progress: a few passes in which every ready queue delivers one message and every
-        replica finishes its disk work, then a tick. Round-robin, so no chatty pair starves
-        the rest."""
-        for _ in range(3):
-            self.step_no += 1
-            self.checker.step = self.step_no
-            for kind, key, sid in self.net.deliverable(self.alive()):
-                if self.replicas[sid].node is not None and self.net.ready(kind, key, sid):
-                    self._deliver(kind, key, sid)
-            for sid in sorted(self.alive()):
-                r = self.replicas[sid]
-                while r.pending and r.node is not None:
-                    self._write(sid)
-                if r.written > r.synced:
-                    self._fsync(sid)
-                if r.synced > r.told:
-                    self._tell(sid)
-        self._tick()
+        start = self.ticks
+        for _ in self._micro_steps():
+            if self.ticks > start:
+                return
+
+    # -- scripted control, for scenario tests and teaching --------------------------------------
+
+    def settle(self, until: Callable[[], bool], max_ticks: int = 200) -> bool:
+        """Run fairly, checking ``until`` after every single action; False if it never held."""
+        deadline = self.ticks + max_ticks
+        if until():
+            return True
+        for _ in self._micro_steps():
+            if until():
+                return True
+            if self.ticks >= deadline or self.checker.violations:
+                return False
+        return False  # pragma: no cover
+
+    def submit(self, sid: int) -> int:
+        rid = self.next_request
+        self._submit(sid)
+        return rid
+
+    def crash(self, sid: int, *, in_flight_arrives: bool | None = None) -> None:
+        """Crash ``sid``. ``in_flight_arrives``: True/False to deliver all/none of what it
+        already sent; None for a random prefix (the default fault)."""
+        if in_flight_arrives is not None:
+            for ch, c in self.net.channels.items():
+                if sid in (ch.learner, ch.leader):
+                    q = c.to[ch.peer_of(sid)]
+                    if not in_flight_arrives:
+                        q.clear()
+            old = self.net.rng
+            self.net.rng = _AllOrNothing(in_flight_arrives)  # type: ignore[assignment]
+            try:
+                self._crash(sid)
+            finally:
+                self.net.rng = old
+        else:
+            self._crash(sid)
+
+    def finish(self) -> SimResult:
+        """Heal, restart everyone, require a leader and a new commit everywhere; the result."""
+        if not self.checker.violations:
+            self._check_liveness()
+        return self._result()
+
+    def restart(self, sid: int) -> None:
+        self._start(sid)
+
+    def node(self, sid: int) -> Node:
+        n = self.replicas[sid].node
+        assert n is not None, f"replica {sid} is down"
+        return n
+
+    def leader(self) -> int | None:
+        """The established leader of the highest epoch, if any."""
+        return self._established_leader()
+
+    def delivered(self, sid: int) -> list[int]:
+        """Zxids ``sid`` delivered in its current incarnation (after its snapshot, if any)."""
+        n = self.node(sid)
+        return [t.zxid for t in n.history.after(n.history.base, n.applied)]
 
     def _check_liveness(self) -> None:
         """Heal everything and restart everyone: a leader must emerge and commit a new write."""
@@ -498,6 +570,16 @@ class Simulation:
             elections=self.stats["elections"],
             timeline=self.timeline,
         )
+
+
+class _AllOrNothing:
+    """Stands in for the network's rng when a scripted crash fixes how much in-flight data arrives."""
+
+    def __init__(self, everything: bool) -> None:
+        self.everything = everything
+
+    def randint(self, a: int, b: int) -> int:
+        return b if self.everything else a
 
 
 def _show(msg: Message) -> str:

@@ -1,0 +1,126 @@
+"""Paper rules about acknowledgements, checked by stepping one core by hand.
+
+"A follower acknowledges NEWEPOCH only after persisting acceptedEpoch; it acknowledges
+NEWLEADER only after the history and currentEpoch are durable; it acknowledges a proposal
+only after logging it" (Zab, phases 1-3). The core must hold each ACK until the shell reports
+the covering write durable, whatever order the shell does things in.
+"""
+
+from __future__ import annotations
+
+from storage.base import DurableState
+from zabray.protocol import actions as a
+from zabray.protocol import messages as m
+from zabray.protocol.config import ProtocolConfig
+from zabray.protocol.events import ChannelId, Notified, Persisted, Received, Submit, Tick
+from zabray.protocol.node import Node
+from zabray.protocol.zxid import Zxid
+
+CFG = ProtocolConfig(voters=frozenset({1, 2, 3}))
+
+
+def follower_of_1() -> tuple[Node, ChannelId]:
+    """Replica 2, told by 1 (leading) and 3 (following 1) who leads: the late-joiner path."""
+    n = Node(2, CFG, DurableState())
+    n.step(Notified(1, m.Notification(1, m.PeerState.LEADING, 1, 0, 0, 1)))
+    out = n.step(Notified(3, m.Notification(3, m.PeerState.FOLLOWING, 1, 0, 0, 1)))
+    opens = [x for x in out if isinstance(x, a.Open)]
+    assert len(opens) == 1 and opens[0].channel.leader == 1
+    sends = [x.msg for x in out if isinstance(x, a.Send)]
+    assert sends == [m.FollowerInfo(2, 0, Zxid(0))]
+    return n, opens[0].channel
+
+
+def sent(out: list[a.Action]) -> list[m.Message]:
+    return [x.msg for x in out if isinstance(x, a.Send)]
+
+
+def persists(out: list[a.Action]) -> list[a.Persist]:
+    return [x for x in out if isinstance(x, a.Persist)]
+
+
+def test_ackepoch_waits_for_accepted_epoch_to_be_durable() -> None:
+    n, ch = follower_of_1()
+    out = n.step(Received(ch, m.LeaderInfo(5)))
+    (w,) = persists(out)
+    assert isinstance(w, a.WriteAcceptedEpoch) and (w.epoch, w.leader) == (5, 1)
+    assert sent(out) == []
+    assert sent(n.step(Persisted(w.token))) == [m.AckEpoch(0, Zxid(0), True)]
+
+
+def test_newleader_ack_waits_for_history_then_current_epoch() -> None:
+    n, ch = follower_of_1()
+    n.step(Received(ch, m.LeaderInfo(5)))
+    n.step(Persisted(1))
+    t1 = m.Txn(Zxid.of(4, 1), b"a")
+    t2 = m.Txn(Zxid.of(4, 2), b"b")
+    out = n.step(Received(ch, m.Diff((t1, t2))))
+    out += n.step(Received(ch, m.NewLeader(5, Zxid.of(4, 2))))
+    ps = persists(out)
+    assert [type(p) for p in ps] == [a.AppendTxns, a.WriteCurrentEpoch]  # history first
+    assert sent(out) == []
+    assert sent(n.step(Persisted(ps[0].token))) == []  # history durable, currentEpoch not yet
+    assert sent(n.step(Persisted(ps[1].token))) == [m.AckNewLeader(5, Zxid.of(4, 2))]
+    assert not [x for x in out if isinstance(x, a.Deliver)]  # nothing delivered before UPTODATE
+
+
+def established_follower() -> tuple[Node, ChannelId]:
+    n, ch = follower_of_1()
+    n.step(Received(ch, m.LeaderInfo(5)))
+    n.step(Persisted(1))
+    n.step(Received(ch, m.NewLeader(5, Zxid(0))))
+    n.step(Persisted(2))
+    n.step(Received(ch, m.UpToDate(Zxid(0))))
+    return n, ch
+
+
+def test_proposals_are_acked_cumulatively_once_durable() -> None:
+    n, ch = established_follower()
+    out: list[a.Action] = []
+    for c in (1, 2, 3):
+        out += n.step(Received(ch, m.Proposal(m.Txn(Zxid.of(5, c), b"x%d" % c))))
+    tokens = [p.token for p in persists(out)]
+    assert len(tokens) == 3 and sent(out) == []
+    # A group commit that covers the first two releases one ACK for both.
+    assert sent(n.step(Persisted(tokens[1]))) == [m.Ack(Zxid.of(5, 2))]
+    assert sent(n.step(Persisted(tokens[2]))) == [m.Ack(Zxid.of(5, 3))]
+
+
+def test_commit_is_cumulative_and_delivers_in_order() -> None:
+    n, ch = established_follower()
+    for c in (1, 2, 3):
+        n.step(Received(ch, m.Proposal(m.Txn(Zxid.of(5, c), b"x%d" % c))))
+    out = n.step(Received(ch, m.Commit(Zxid.of(5, 2))))
+    assert [d.txn.zxid for d in out if isinstance(d, a.Deliver)] == [Zxid.of(5, 1), Zxid.of(5, 2)]
+    assert n.applied == Zxid.of(5, 2)
+
+
+def test_a_proposal_from_another_epoch_ends_the_iteration() -> None:
+    n, ch = established_follower()
+    out = n.step(Received(ch, m.Proposal(m.Txn(Zxid.of(4, 9), b"stale"))))
+    assert a.Close(ch) in out
+    assert n.state == m.PeerState.LOOKING
+
+
+def test_forwarded_request_fails_uncertain_when_the_leader_is_lost() -> None:
+    n, ch = established_follower()
+    out = n.step(Submit(7, b"w"))
+    assert sent(out) == [m.Request(2, 7, b"w")]
+    for _ in range(CFG.sync_limit + 1):
+        out = n.step(Tick())
+        if n.state == m.PeerState.LOOKING:
+            break
+    assert a.Failed(7, "iteration ended (leader 1 silent)", uncertain=True) in out
+
+
+def test_leader_offers_its_epoch_only_once_it_is_durable() -> None:
+    n = Node(1, CFG, DurableState(accepted_epoch=3, current_epoch=3))
+    n.step(Notified(2, m.Notification(2, m.PeerState.LOOKING, 1, 0, 3, 1)))
+    n.step(Notified(3, m.Notification(3, m.PeerState.LOOKING, 1, 0, 3, 1)))
+    assert n.state == m.PeerState.LEADING
+    ch = ChannelId(2, 1, 0, 0)
+    out = n.step(Received(ch, m.FollowerInfo(2, 3, Zxid(0))))
+    (w,) = persists(out)
+    assert isinstance(w, a.WriteAcceptedEpoch) and w.epoch == 4  # above every acceptedEpoch seen
+    assert sent(out) == []
+    assert [x.msg for x in n.step(Persisted(w.token)) if isinstance(x, a.Send)] == [m.LeaderInfo(4)]

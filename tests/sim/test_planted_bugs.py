@@ -1,0 +1,60 @@
+"""The simulator has teeth: deliberately broken cores are caught within a few hundred seeds."""
+
+from __future__ import annotations
+
+import pytest
+
+from zabray.protocol import election, leader
+from zabray.protocol.actions import Action
+from zabray.protocol.messages import Commit
+from zabray.protocol.node import Node
+from zabray.sim.simulator import SimOptions, run_seed
+
+
+class AcksBeforeDurable(Node):
+    """Sends every acknowledgement at once instead of after the write it promises."""
+
+    def hold(self, action: Action) -> None:
+        self._out.append(action)
+
+
+def commit_alone(self: leader.Leader) -> None:
+    """Commits whatever its own log holds, as if the leader were a quorum by itself."""
+    if self.established and self.self_acked > self.committed:
+        self.committed = self.self_acked
+        for h in self.learners.values():
+            if h.stage == leader.Stage.ACTIVE and not h.observer:
+                self._send(h, Commit(self.committed))
+        self.node.deliver_to(self.committed)
+
+
+def first_violation(seeds: range, **opts: object) -> str | None:
+    for seed in seeds:
+        r = run_seed(seed, SimOptions(**opts))  # type: ignore[arg-type]
+        if not r.ok:
+            return f"seed {seed}: {r.violations[0]}"
+    return None
+
+
+def test_acknowledging_before_the_write_is_durable_is_caught() -> None:
+    found = first_violation(range(200), voters=3, node_factory=AcksBeforeDurable)
+    assert found is not None and "ack before durable" in found, found
+
+
+def test_committing_without_a_quorum_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(leader.Leader, "_advance_commit", commit_alone)
+    found = first_violation(range(300), voters=3)
+    assert found is not None and ("durability" in found or "agreement" in found or "order" in found), found
+
+
+def test_a_leader_that_ignores_more_up_to_date_histories_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Election picks the highest sid whatever its history, and discovery no longer checks
+    that the leader holds the freshest history of its quorum: committed txns get truncated."""
+    monkeypatch.setattr(election, "better", lambda leader_, zxid, epoch, b: leader_ > b[0])
+    monkeypatch.setattr(leader.Leader, "_check_not_behind", lambda self, h: None)
+    found = first_violation(range(300), voters=3)
+    assert found is not None and ("durability" in found or "agreement" in found or "order" in found), found
+
+
+def test_the_correct_core_passes_the_same_seeds() -> None:
+    assert first_violation(range(200), voters=3) is None
