@@ -464,7 +464,7 @@ class TxnLog:
         seq = self.segments[-1].seq + 1 if self.segments else 0
         info = SegmentInfo(self.generation, seq, self.tail, segment_name(self.generation, seq), self.preallocate)
         need = SEG_HEADER_SIZE + nbytes
-        capacity = max(self.segment_bytes, (need + _PAGE - 1) // _PAGE * _PAGE)
+        capacity = self.segment_bytes if need <= self.segment_bytes else (need + _PAGE - 1) // _PAGE * _PAGE
         path = os.path.join(self.dir, info.name)
         tmp = path + fsutil.TMP_SUFFIX
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)

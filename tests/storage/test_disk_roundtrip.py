@@ -11,7 +11,13 @@ from disk_harness import Model, apply_model, fold, gen_ops, run_op, view_of
 from storage import DiskStore, MemoryStore, apply_persists
 from storage.base import DurableState
 from zabray.errors import ConfigError, StorageError
-from zabray.protocol.actions import AppendTxns, InstallSnapshot, PersistSnapshot, TruncateLog, WriteCurrentEpoch
+from zabray.protocol.actions import (
+    AppendTxns,
+    InstallSnapshot,
+    PersistSnapshot,
+    TruncateLog,
+    WriteCurrentEpoch,
+)
 from zabray.protocol.messages import Txn
 from zabray.protocol.zxid import Zxid
 
