@@ -673,8 +673,10 @@ PROPERTIES: dict[str, Callable[[DataFrame | TraceFrames], PropertyResult]] = {
 }
 
 
-def check(df: DataFrame, properties: Iterable[str] | None = None) -> CheckReport:
-    """Check ``df`` (a trace, e.g. from ``load``) for every property, or the named ones.
+def check(trace: DataFrame | TraceFrames, properties: Iterable[str] | None = None) -> CheckReport:
+    """Check a trace (a DataFrame, e.g. from ``load``, or shared :class:`TraceFrames`) for every
+    property, or the named ones. Frames it derives from a DataFrame are dropped at the end; a
+    given ``TraceFrames`` is left for the caller to ``unpersist``.
 
     Raises ``TraceError`` if the trace has no rows or rows of another schema version.
     """
@@ -682,7 +684,7 @@ def check(df: DataFrame, properties: Iterable[str] | None = None) -> CheckReport
     unknown = [n for n in names if n not in PROPERTIES]
     if unknown:
         raise ValueError(f"unknown properties {unknown}; known: {', '.join(PROPERTIES)}")
-    tf = TraceFrames(df)
+    tf = trace if isinstance(trace, TraceFrames) else TraceFrames(trace)
     try:
         summary = tf.summary()
         results = []
@@ -691,4 +693,5 @@ def check(df: DataFrame, properties: Iterable[str] | None = None) -> CheckReport
             log.info("%s: %s (%d)", name, results[-1].verdict, results[-1].violations)
         return CheckReport(tuple(results), summary)
     finally:
-        tf.unpersist()
+        if tf is not trace:
+            tf.unpersist()

@@ -13,8 +13,12 @@ import logging
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from zabray.pipeline.errors import TraceError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -55,40 +59,41 @@ def run_check(args: argparse.Namespace) -> int:
 
     from pyspark.sql import SparkSession
 
-    from zabray.pipeline.checks import check
-    from zabray.pipeline.loader import load
-    from zabray.pipeline.metrics import figures, write_figures
-    from zabray.pipeline.report import format_table, write_json
     from zabray.pipeline.session import get_session
 
     ours = SparkSession.getActiveSession() is None
-    spark = get_session(getattr(args, "master", None))
-    code = EXIT_OK
+    spark = get_session(args.master)
     try:
-        for d in dirs:
-            started = time.monotonic()
-            print(f"== {d} ({nfiles[d]} trace files, Spark {spark.sparkContext.master})")
-            try:
-                df = load(spark, d)
-                report = check(df)
-            except TraceError as e:
-                print(f"zabray check: {d}: {e}", file=sys.stderr)
-                code = max(code, EXIT_BAD_INPUT)
-                continue
-            print(format_table(report))
-            out = _out_dir(args, d)
-            written = []
-            if not args.no_figures:
-                written = write_figures(figures(df, bucket=getattr(args, "bucket", None)), out)
-            path = write_json(report, out / "check.json", run_dir=str(d), trace_files=nfiles[d],
-                              figures=[str(p) for p in written],
-                              elapsed_s=round(time.monotonic() - started, 3))
-            print(f"report: {path}" + (f"; figures: {out}" if written else ""))
-            code = max(code, EXIT_OK if report.ok else EXIT_VIOLATION)
+        return max(_check_run(spark, d, args, nfiles[d]) for d in dirs)
     finally:
         if ours:
             spark.stop()
-    return code
+
+
+def _check_run(spark: SparkSession, run_dir: Path, args: argparse.Namespace, nfiles: int) -> int:
+    """Check one run directory, print its table, write its report (and figures)."""
+    from zabray.pipeline.checks import TraceFrames, check
+    from zabray.pipeline.loader import load
+    from zabray.pipeline.metrics import figures, write_figures
+    from zabray.pipeline.report import format_table, write_json
+
+    started = time.monotonic()
+    print(f"== {run_dir} ({nfiles} trace files, Spark {spark.sparkContext.master})")
+    frames = TraceFrames(load(spark, run_dir))  # parsed once, shared by the checks and the figures
+    out = _out_dir(args, run_dir)
+    try:
+        report = check(frames)
+        print(format_table(report))
+        written = [] if args.no_figures else write_figures(figures(frames, bucket=args.bucket), out)
+    except TraceError as e:
+        print(f"zabray check: {run_dir}: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    finally:
+        frames.unpersist()
+    path = write_json(report, out / "check.json", run_dir=str(run_dir), trace_files=nfiles,
+                      figures=[str(p) for p in written], elapsed_s=round(time.monotonic() - started, 3))
+    print(f"report: {path}" + (f"; figures in {out}" if written else ""))
+    return EXIT_OK if report.ok else EXIT_VIOLATION
 
 
 def main(argv: list[str] | None = None) -> int:

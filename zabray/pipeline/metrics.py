@@ -27,7 +27,7 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zabray.pipeline.checks import READ_OPS
+from zabray.pipeline.checks import READ_OPS, TraceFrames
 from zabray.pipeline.loader import with_position
 
 if TYPE_CHECKING:
@@ -77,12 +77,15 @@ def _percentiles(col: str, names: tuple[str, ...] = tuple(n for n, _ in PERCENTI
     return [q[i].alias(n) for i, (n, _) in enumerate(chosen)]
 
 
-def figures(df: DataFrame, bucket: float | None = None) -> Figures:
-    """Figure DataFrames of a trace (lazy, except one small job to pick ``bucket`` if not given)."""
+def figures(trace: DataFrame | TraceFrames, bucket: float | None = None) -> Figures:
+    """Figure DataFrames of a trace (lazy, except one small job to pick ``bucket`` if not given).
+
+    Pass the ``TraceFrames`` a ``check`` used to read its persisted rows instead of the files.
+    """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    df = with_position(df)
+    df = trace.events if isinstance(trace, TraceFrames) else with_position(trace)
     deliveries = df.where((F.col("kind") == "deliver") & F.col("zxid").isNotNull() & F.col("t").isNotNull())
     clients = (df.where((F.col("kind") == "client") & (F.col("outcome") == "ok")
                         & F.col("complete_t").isNotNull() & F.col("invoke_t").isNotNull())
@@ -181,19 +184,29 @@ def figures(df: DataFrame, bucket: float | None = None) -> Figures:
                    leader_changes, faults.drop("next_start").orderBy("run", "start"))
 
 
+def collect(figs: Figures) -> dict[str, pd.DataFrame]:
+    """Every figure frame as pandas (they are aggregates: buckets, op types, faults, replicas)."""
+    import warnings
+
+    with warnings.catch_warnings():  # PySpark's notes on pandas versions are not ours to act on
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.filterwarnings("ignore", message=".*copy keyword is deprecated")
+        return {name: frame.toPandas() for name, frame in figs.frames().items()}
+
+
 def write_figures(figs: Figures, out_dir: str | PathLike[str], *, png: bool = True) -> list[Path]:
     """Write every figure frame as ``<name>.parquet`` (one file each) and, if ``png``, plots:
     ``throughput.png``, ``latency.png``, ``lag.png`` (suffixed ``-<run>`` when there are
     several runs). Returns the paths written."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    tables = collect(figs)
     written = []
-    for name, frame in figs.frames().items():
-        path = out / f"{name}.parquet"
-        frame.coalesce(1).write.mode("overwrite").parquet(str(path))
-        written.append(path)
+    for name, table in tables.items():
+        written.append(out / f"{name}.parquet")
+        table.to_parquet(written[-1], index=False)
     if png:
-        written += plot(figs, out)
+        written += plot(tables, figs.bucket, out)
     return written
 
 
@@ -209,26 +222,25 @@ def _shade(ax, faults: pd.DataFrame, leaders: pd.DataFrame, t_end: float) -> Non
                     xytext=(2, -10), textcoords="offset points", fontsize=7, color="tab:green")
 
 
-def plot(figs: Figures, out_dir: str | PathLike[str]) -> list[Path]:
-    """PNG plots from the (small) figure frames, drawn with matplotlib's Agg canvas."""
+def plot(tables: Figures | dict[str, pd.DataFrame], bucket: float, out_dir: str | PathLike[str]) -> list[Path]:
+    """PNG plots from the figure tables (see :func:`collect`), drawn on matplotlib's Agg canvas."""
     from matplotlib.figure import Figure
 
     out = Path(out_dir)
-    frames = {name: figs.frames()[name].toPandas() for name in
-              ("throughput", "latency_over_time", "lag_over_time", "faults", "leader_changes")}
+    frames = collect(tables) if isinstance(tables, Figures) else tables
     runs = sorted(set(frames["throughput"]["run"]) | set(frames["lag_over_time"]["run"]))
     written = []
     for run in runs:
         part = {k: v[v["run"] == run] for k, v in frames.items()}
         suffix = "" if len(runs) == 1 else f"-{run}"
         tp = part["throughput"]
-        t_end = float(tp["bucket_start"].max() + figs.bucket) if len(tp) else 0.0
+        t_end = float(tp["bucket_start"].max() + bucket) if len(tp) else 0.0
 
         fig = Figure(figsize=(10, 4), layout="constrained")
         ax = fig.subplots()
-        ax.step(tp["bucket_start"], tp["commits"] / figs.bucket, where="post", label="commits")
-        ax.step(tp["bucket_start"], tp["writes_ok"] / figs.bucket, where="post", label="client writes ok", alpha=0.7)
-        ax.step(tp["bucket_start"], tp["reads_ok"] / figs.bucket, where="post", label="client reads ok", alpha=0.7)
+        ax.step(tp["bucket_start"], tp["commits"] / bucket, where="post", label="commits")
+        ax.step(tp["bucket_start"], tp["writes_ok"] / bucket, where="post", label="client writes ok", alpha=0.7)
+        ax.step(tp["bucket_start"], tp["reads_ok"] / bucket, where="post", label="client reads ok", alpha=0.7)
         _shade(ax, part["faults"], part["leader_changes"], t_end)
         ax.set(title=f"throughput ({run})", xlabel="time", ylabel="per unit time")
         ax.legend(fontsize=8)

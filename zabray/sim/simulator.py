@@ -130,6 +130,7 @@ class Simulation:
         self.ticks = 0
         self.next_request = 1
         self.pending_requests: dict[tuple[int, int], bytes] = {}
+        self.invoked: dict[tuple[int, int], float] = {}
         self.crash_points: Counter[str] = Counter()
         self.fault_counts: Counter[str] = Counter()
         self.stats: Counter[str] = Counter()
@@ -182,7 +183,8 @@ class Simulation:
         self.net.crash(sid)
         self.fault_counts["crash"] += 1
         for key in [k for k in self.pending_requests if k[0] == sid]:
-            del self.pending_requests[key]
+            # The client's replica died: the write's fate is unknown to it.
+            self._client_row(sid, key[1], self.pending_requests.pop(key), "unknown", None)
         self._log(f"CRASH {sid} at {point}")
 
     # -- feeding the core ---------------------------------------------------------------------------
@@ -217,11 +219,15 @@ class Simulation:
         elif t is Committed:
             value = self.pending_requests.pop((sid, a.request_id), None)  # type: ignore[attr-defined]
             if value is not None:
+                self._client_row(sid, a.request_id, value, "ok", a.zxid)  # type: ignore[attr-defined]
                 self.checker.client_acked(a.zxid, trace.digest(value))  # type: ignore[attr-defined]
                 self.stats["acked"] += 1
                 self._log(f"  client@{sid} request {a.request_id} committed as {fmt(a.zxid)}")  # type: ignore[attr-defined]
         elif t is Failed:
-            self.pending_requests.pop((sid, a.request_id), None)  # type: ignore[attr-defined]
+            value = self.pending_requests.pop((sid, a.request_id), None)  # type: ignore[attr-defined]
+            if value is not None:
+                self._client_row(sid, a.request_id, value,  # type: ignore[attr-defined]
+                                 "unknown" if a.uncertain else "failed", None)  # type: ignore[attr-defined]
         elif t is Open:
             self.net.open(a.channel)  # type: ignore[attr-defined]
         elif t is Close:
@@ -246,6 +252,17 @@ class Simulation:
             if node is not None and st.accepted_epoch != node.accepted_epoch:
                 self.checker.acked_unsafely(sid, f"ACKEPOCH with acceptedEpoch {st.accepted_epoch} on disk")
 
+    def _now(self) -> float:
+        return self.ticks + self.step_no * 1e-6
+
+    def _client_row(self, sid: int, rid: int, value: bytes, outcome: str, zxid: int | None) -> None:
+        invoked = self.invoked.pop((sid, rid), self._now())
+        if self.trace_writer is not None:
+            rec = trace.ClientOp(session=sid, op="write", invoke_t=invoked, complete_t=self._now(),
+                                 outcome=outcome, zxid=zxid, digest=trace.digest(value))
+            self.trace_writer(trace.row(rec, run=f"sim-{self.seed}", src=f"client-{sid}", replica=-1, inc=0,
+                                        t=self._now()))
+
     def _on_trace(self, sid: int, r: SimReplica, rec: object) -> None:
         node = r.node
         assert node is not None
@@ -268,7 +285,7 @@ class Simulation:
             self._log(f"  {sid} -> {rec.state} epoch {rec.epoch} leader {rec.leader}")
         if self.trace_writer is not None:
             self.trace_writer(trace.row(rec, run=f"sim-{self.seed}", src=f"replica-{sid}",
-                                        replica=sid, inc=r.incarnation, t=self.ticks + self.step_no * 1e-6))
+                                        replica=sid, inc=r.incarnation, t=self._now()))
 
     # -- the step kinds ---------------------------------------------------------------------------
 
@@ -317,6 +334,7 @@ class Simulation:
         self.next_request += 1
         value = f"s{self.seed}-r{rid}".encode()
         self.pending_requests[(sid, rid)] = value
+        self.invoked[(sid, rid)] = self._now()
         self._log(f"client@{sid} submits request {rid}")
         self._step_node(sid, Submit(rid, value), "client request")
 

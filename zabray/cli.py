@@ -1,0 +1,51 @@
+"""The ``zabray`` command. Each area registers its own subcommands; this module only wires them.
+
+Exit codes: 0 success, 1 a property was violated or an operation failed, 2 bad usage or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+# Modules that add subcommands through ``register(subparsers)``; optional ones (needing extras
+# that are not installed) are skipped quietly.
+_COMMAND_MODULES = ("zabray.sim.cli", "zabray.pipeline.cli")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="zabray",
+        description="Zab, ZooKeeper's atomic broadcast, as a durable replicated system on Ray.",
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as e:  # an optional extra is missing
+            logging.getLogger(__name__).debug("commands of %s unavailable: %s", name, e)
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # e.g. piped into head
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

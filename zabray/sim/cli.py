@@ -1,0 +1,155 @@
+"""``zabray sim``: explore Zab under a seeded scheduler from the shell."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from zabray.sim.simulator import FAULTS, SimOptions, SimResult, Simulation
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "sim",
+        help="run the deterministic simulator",
+        description="Run many replicas of the Zab core in one process under a seeded scheduler that "
+        "reorders, drops channels, crashes, restarts and partitions them, checking Zab's properties "
+        "after every step. Many seeds give a summary; one seed with --timeline shows what happened.",
+    )
+    p.add_argument("--replicas", type=int, default=3, help="voters (default 3)")
+    p.add_argument("--observers", type=int, default=0)
+    p.add_argument("--seeds", type=int, default=100, help="how many schedules (default 100)")
+    p.add_argument("--seed", type=int, default=0, help="first seed (or the only one with --timeline)")
+    p.add_argument("--steps", type=int, default=3000, help="random steps per schedule before healing")
+    p.add_argument("--faults", default=",".join(f for f in FAULTS if f != "drop"),
+                   help=f"comma list of {', '.join(FAULTS)}, or 'none' (default: all but drop)")
+    p.add_argument("--fault-rate", type=float, default=0.01, help="share of steps that inject a fault")
+    p.add_argument("--timeline", action="store_true", help="print the timeline of one seed")
+    p.add_argument("--trace-dir", type=Path, help="write each schedule's trace (JSON lines) under this dir")
+    p.add_argument("--crash-points", action="store_true", help="list every crash point hit")
+    p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=run)
+
+    d = sub.add_parser("demo", help="the guided tour: elect, write, kill the leader, recover, summarize")
+    d.add_argument("--simulated", action="store_true", default=True,
+                   help="run the deterministic simulator (the only mode until the Ray ensemble lands)")
+    d.add_argument("--seed", type=int, default=1)
+    d.set_defaults(func=lambda a: __import__("zabray.sim.demo", fromlist=["x"]).simulated_demo(a.seed))
+
+
+def _options(args: argparse.Namespace) -> SimOptions:
+    faults = () if args.faults in ("", "none") else tuple(f.strip() for f in args.faults.split(","))
+    bad = [f for f in faults if f not in FAULTS]
+    if bad:
+        raise SystemExit(f"zabray sim: unknown fault {bad[0]!r}; choose from {', '.join(FAULTS)} or 'none'")
+    if args.replicas < 1 or args.observers < 0 or args.seeds < 1 or args.steps < 0:
+        raise SystemExit("zabray sim: --replicas and --seeds must be >= 1, --observers and --steps >= 0")
+    return SimOptions(voters=args.replicas, observers=args.observers, steps=args.steps, faults=faults,
+                      fault_rate=args.fault_rate)
+
+
+def _one(seed: int, opts: SimOptions, trace_dir: str | None, timeline: bool) -> SimResult:
+    if trace_dir is None:
+        return Simulation(seed, opts, timeline=timeline).run()
+    run_dir = Path(trace_dir) / f"sim-{seed}" / "trace"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / "sim.jsonl", "w") as fh:
+        def write(row: dict[str, object]) -> None:
+            fh.write(json.dumps(row, separators=(",", ":")) + "\n")
+
+        return Simulation(seed, opts, timeline=timeline, trace_writer=write).run()
+
+
+def run(args: argparse.Namespace) -> int:
+    opts = _options(args)
+    trace_dir = str(args.trace_dir) if args.trace_dir else None
+    started = time.monotonic()
+    if args.timeline:
+        result = _one(args.seed, opts, trace_dir, True)
+        print("\n".join(result.timeline))
+        print()
+        results = [result]
+    else:
+        seeds = range(args.seed, args.seed + args.seeds)
+        if args.jobs > 1:
+            with ProcessPoolExecutor(args.jobs) as pool:
+                results = list(pool.map(_one, seeds, [opts] * len(seeds), [trace_dir] * len(seeds),
+                                        [False] * len(seeds), chunksize=16))
+        else:
+            results = [_one(s, opts, trace_dir, False) for s in seeds]
+    elapsed = time.monotonic() - started
+    summary = _summarize(results, opts, elapsed)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        _print(summary, results, args)
+    return 1 if summary["violations"] else 0
+
+
+def _summarize(results: list[SimResult], opts: SimOptions, elapsed: float) -> dict[str, object]:
+    points: Counter[str] = Counter()
+    faults: Counter[str] = Counter()
+    for r in results:
+        points.update(r.crash_points)
+        faults.update(r.faults)
+    bad = [r for r in results if not r.ok]
+    return {
+        "voters": opts.voters,
+        "observers": opts.observers,
+        "faults_enabled": list(opts.faults),
+        "schedules": len(results),
+        "seeds": [results[0].seed, results[-1].seed],
+        "steps": sum(r.steps for r in results),
+        "ticks": sum(r.ticks for r in results),
+        "faults": dict(sorted(faults.items())),
+        "crash_points": len(points),
+        "crash_point_counts": dict(points.most_common()),
+        "leaders_established": sum(r.elections for r in results),
+        "proposals": sum(r.proposals for r in results),
+        "txns_committed": sum(r.committed for r in results),
+        "writes_acknowledged": sum(r.acked for r in results),
+        "violations": [{"seed": r.seed, "property": r.violations[0].prop, "detail": r.violations[0].detail,
+                        "step": r.violations[0].step} for r in bad],
+        "elapsed_s": round(elapsed, 2),
+    }
+
+
+def _print(s: dict[str, object], results: list[SimResult], args: argparse.Namespace) -> None:
+    out = sys.stdout
+    faults = s["faults"] or {}
+    seeds = s["seeds"]
+    print(f"zabray sim: {s['voters']} voters + {s['observers']} observers, "
+          f"faults: {', '.join(s['faults_enabled']) or 'none'}, seeds {seeds[0]}..{seeds[1]}", file=out)  # type: ignore[index]
+    rows = [
+        ("schedules", f"{s['schedules']:,}"),
+        ("steps", f"{s['steps']:,}  ({s['ticks']:,} ticks)"),
+        ("faults injected", "  ".join(f"{k} {v:,}" for k, v in faults.items()) or "none"),  # type: ignore[union-attr]
+        ("crash points hit", f"{s['crash_points']:,} distinct"),
+        ("leaders established", f"{s['leaders_established']:,}"),
+        ("txns committed", f"{s['txns_committed']:,}  (proposals {s['proposals']:,}, "
+                           f"client writes acknowledged {s['writes_acknowledged']:,})"),
+    ]
+    for k, v in rows:
+        print(f"  {k:<20} {v}", file=out)
+    if args.crash_points:
+        print("  crash points (replica role/phase/last event/what was not yet durable):", file=out)
+        for p, n in s["crash_point_counts"].items():  # type: ignore[union-attr]
+            print(f"    {n:6d}  {p}", file=out)
+    bad = s["violations"]
+    if not bad:
+        print(f"  {'violations':<20} none", file=out)
+    else:
+        print(f"  {'violations':<20} {len(bad)} schedule(s):", file=out)  # type: ignore[arg-type]
+        for v in bad[:20]:  # type: ignore[index]
+            print(f"    seed {v['seed']}: {v['property']} at step {v['step']}: {v['detail']}", file=out)
+        v0 = bad[0]  # type: ignore[index]
+        print(f"  replay: zabray sim --replicas {s['voters']} --observers {s['observers']} "
+              f"--faults {','.join(s['faults_enabled']) or 'none'} --seed {v0['seed']} --timeline", file=out)
+    rate = s["schedules"] / max(s["elapsed_s"], 1e-9)  # type: ignore[operator]
+    print(f"  {'elapsed':<20} {s['elapsed_s']} s ({rate:,.0f} schedules/s)", file=out)
