@@ -1,0 +1,209 @@
+"""The ensemble controller: a detached, named Ray actor that owns an ensemble's membership.
+
+It places replicas across the cluster's nodes (one per node, round robin, pinned by node id so
+a restarted replica finds its data directory again), tells every replica where its peers
+listen, and carries out the control-plane operations: kill, restart, pause, resume,
+partition, heal, stop. It is never on the data path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from actors.replica import ReplicaActor
+from zabray.config import EnsembleConfig
+from zabray.errors import ConfigError, NotRunningError
+
+log = logging.getLogger(__name__)
+NAMESPACE = "zabray"
+
+
+def controller_name(name: str) -> str:
+    return f"ensemble:{name}"
+
+
+class EnsembleController:
+    def __init__(self, name: str, replicas: int, observers: int, config: dict[str, Any], run_dir: str) -> None:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        self.name = name
+        self.cfg = EnsembleConfig.from_dict(config)
+        self.voters = list(range(1, replicas + 1))
+        self.observers = list(range(replicas + 1, replicas + observers + 1))
+        self.members = self.voters + self.observers
+        self.run_dir = run_dir
+        self.handles: dict[int, Any] = {}
+        self.info: dict[int, dict[str, Any]] = {}
+        self.node_of: dict[int, str] = {}
+        self.paused: set[int] = set()
+        self.groups: list[list[int]] | None = None
+        self.started_at = time.time()
+
+    def data_dir(self, sid: int) -> str:
+        return str(Path(self.cfg.data_dir) / self.name / f"replica-{sid}")
+
+    # -- placement and start -------------------------------------------------------------------
+
+    async def start(self) -> dict[str, Any]:
+        nodes = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"] and n.get("Resources", {}).get("CPU", 0) >= 0)
+        for i, sid in enumerate(self.members):
+            self.node_of[sid] = nodes[i % len(nodes)]
+        await asyncio.gather(*(self._launch(sid) for sid in self.members))
+        await self._publish_peers()
+        return self._describe()
+
+    async def _launch(self, sid: int) -> None:
+        actor = ray.remote(ReplicaActor).options(
+            num_cpus=0,
+            max_restarts=0,
+            max_concurrency=1000,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(self.node_of[sid], soft=False),
+            name=f"{self.name}:replica-{sid}",
+            namespace=NAMESPACE,
+        )
+        handle = actor.remote(ensemble=self.name, sid=sid, config=self.cfg.to_dict(), voters=self.voters,
+                              observers=self.observers, data_dir=self.data_dir(sid), run_dir=self.run_dir)
+        info = await handle.start.remote()
+        self.handles[sid] = handle
+        self.info[sid] = info
+
+    async def _publish_peers(self) -> None:
+        addrs = {sid: tuple(i["quorum"]) for sid, i in self.info.items()}
+        await asyncio.gather(*(h.set_peers.remote(addrs) for h in self.handles.values()), return_exceptions=True)
+
+    async def describe(self) -> dict[str, Any]:
+        return self._describe()
+
+    def _describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "voters": self.voters,
+            "observers": self.observers,
+            "config": self.cfg.to_dict(),
+            "run_dir": self.run_dir,
+            "clients": {sid: i["client"] for sid, i in self.info.items()},
+            "replicas": {sid: {**i, "node_id": self.node_of[sid]} for sid, i in self.info.items()},
+        }
+
+    # -- observation --------------------------------------------------------------------------------
+
+    async def status(self, timeout: float = 2.0) -> list[dict[str, Any]]:
+        async def one(sid: int) -> dict[str, Any]:
+            base = {"sid": sid, "node": self.node_of.get(sid), "pid": self.info.get(sid, {}).get("pid"),
+                    "incarnation": self.info.get(sid, {}).get("incarnation"), "paused": sid in self.paused,
+                    "observer": sid in self.observers}
+            h = self.handles.get(sid)
+            if h is None:
+                return {**base, "alive": False, "state": "DOWN"}
+            if sid in self.paused:
+                return {**base, "alive": True, "state": "PAUSED"}
+            try:
+                st = await asyncio.wait_for(h.status.remote(), timeout)
+            except Exception as e:  # dead actor, timeout
+                return {**base, "alive": False, "state": "DOWN", "error": type(e).__name__}
+            return {**base, **st, "node": self.node_of.get(sid)}
+
+        return list(await asyncio.gather(*(one(s) for s in self.members)))
+
+    # -- faults and recovery ------------------------------------------------------------------------
+
+    def _check(self, sid: int) -> None:
+        if sid not in self.members:
+            raise ConfigError(f"no replica {sid} in ensemble {self.name!r} (replicas are {self.members})")
+
+    async def kill(self, sid: int) -> None:
+        """The replica's process dies at once; its disk is kept."""
+        self._check(sid)
+        h = self.handles.pop(sid, None)
+        if h is None:
+            raise NotRunningError(f"replica {sid} is not running")
+        if sid in self.paused:
+            self._signal(sid, signal.SIGCONT)
+            self.paused.discard(sid)
+        ray.kill(h, no_restart=True)
+
+    async def restart(self, sid: int, fresh: bool = False) -> dict[str, Any]:
+        """Recover ``sid`` from its disk on the node that holds it; ``fresh`` wipes it and lets
+        the leader resync it (also the way out when that node is gone)."""
+        self._check(sid)
+        if sid in self.handles:
+            raise ConfigError(f"replica {sid} is running; kill it first")
+        alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+        if self.node_of[sid] not in alive:
+            if not fresh:
+                raise NotRunningError(
+                    f"node {self.node_of[sid][:12]} that holds replica {sid}'s data is gone; "
+                    f"restart it with fresh=True to rebuild it from the leader")
+            self.node_of[sid] = sorted(alive)[sid % len(alive)]
+        if fresh:
+            shutil.rmtree(self.data_dir(sid), ignore_errors=True)
+        await self._launch(sid)
+        await self._publish_peers()
+        if self.groups is not None:
+            await self._apply_partition()
+        return self.info[sid]
+
+    def _signal(self, sid: int, sig: int) -> None:
+        pid = self.info[sid]["pid"]
+        if self.node_of[sid] != ray.get_runtime_context().get_node_id():
+            raise NotRunningError(f"replica {sid} runs on another node; pause/resume need the controller's node")
+        os.kill(pid, sig)
+
+    async def pause(self, sid: int) -> None:
+        """Freeze the replica's process (SIGSTOP): its sockets stay open, it answers nothing."""
+        self._check(sid)
+        if sid not in self.handles:
+            raise NotRunningError(f"replica {sid} is not running")
+        self._signal(sid, signal.SIGSTOP)
+        self.paused.add(sid)
+
+    async def resume(self, sid: int) -> None:
+        self._check(sid)
+        if sid not in self.paused:
+            raise NotRunningError(f"replica {sid} is not paused")
+        self._signal(sid, signal.SIGCONT)
+        self.paused.discard(sid)
+
+    async def partition(self, groups: list[list[int]]) -> None:
+        """Cut every TCP link between replicas of different groups, both ways."""
+        flat = [s for g in groups for s in g]
+        if len(flat) != len(set(flat)) or not set(flat) <= set(self.members):
+            raise ConfigError(f"partition groups must be disjoint sets of replicas from {self.members}")
+        rest = [s for s in self.members if s not in flat]
+        self.groups = [list(g) for g in groups] + ([rest] if rest else [])
+        await self._apply_partition()
+
+    async def _apply_partition(self) -> None:
+        assert self.groups is not None
+        calls = []
+        for g in self.groups:
+            others = [s for s in self.members if s not in g]
+            for sid in g:
+                h = self.handles.get(sid)
+                if h is not None and sid not in self.paused:
+                    calls.append(h.block.remote(others))
+        await asyncio.gather(*calls, return_exceptions=True)
+
+    async def heal(self) -> None:
+        self.groups = None
+        calls = [h.unblock.remote(self.members) for s, h in self.handles.items() if s not in self.paused]
+        await asyncio.gather(*calls, return_exceptions=True)
+
+    async def stop(self) -> None:
+        for sid in list(self.paused):
+            self._signal(sid, signal.SIGCONT)
+        self.paused.clear()
+        calls = [asyncio.wait_for(h.stop.remote(), 5) for h in self.handles.values()]
+        await asyncio.gather(*calls, return_exceptions=True)
+        for h in self.handles.values():
+            ray.kill(h, no_restart=True)
+        self.handles.clear()

@@ -1,0 +1,209 @@
+"""Clients of an ensemble over TCP: the data path never goes through Ray.
+
+``ReplicaConnection`` is one pipelined connection to one replica's client port.
+``EnsembleClient`` knows every replica's address, keeps a connection to each, sends writes to
+the leader when it knows it (any replica forwards otherwise), and retries a write that was
+refused before it left the replica. A write whose replica lost the leader after forwarding it
+has an unknown fate and raises ``UncertainOutcomeError``: retrying could apply it twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import time
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from actors import clientproto as cp
+from actors.framing import FrameDecoder, FrameEncoder, frame
+from zabray.errors import CodecError, NoQuorumError, NotRunningError, UncertainOutcomeError, ZabError
+from zabray.protocol.zxid import Zxid
+
+T = TypeVar("T")
+
+
+class _Refused(ZabError):
+    """The replica refused the write before it left (no leader yet): safe to retry elsewhere."""
+
+
+class ReplicaConnection(asyncio.Protocol):
+    def __init__(self, sid: int) -> None:
+        self.sid = sid
+        self.decoder = FrameDecoder()
+        self.encoder = FrameEncoder()
+        self.transport: asyncio.Transport | None = None
+        self.waiting: dict[int, asyncio.Future[Any]] = {}
+        self.rids = itertools.count(1)
+        self._flush_pending = False
+        self.closed = asyncio.get_running_loop().create_future()
+
+    @classmethod
+    async def open(cls, sid: int, host: str, port: int, ensemble: str, timeout: float = 5.0) -> ReplicaConnection:
+        loop = asyncio.get_running_loop()
+        try:
+            _, conn = await asyncio.wait_for(loop.create_connection(lambda: cls(sid), host, port), timeout)
+        except (OSError, asyncio.TimeoutError) as e:
+            raise NotRunningError(f"replica {sid} at {host}:{port} is not reachable: {e}") from None
+        assert conn.transport is not None
+        conn.transport.write(frame(cp.handshake(ensemble)))
+        return conn
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            for payload in self.decoder.feed(data):
+                rep = cp.decode_reply(payload)
+                fut = self.waiting.pop(rep.rid, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(rep)
+        except CodecError as e:
+            self._fail(f"bad reply from replica {self.sid}: {e}")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(f"connection to replica {self.sid} lost")
+
+    def _fail(self, why: str) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+            self.transport = None
+        for fut in self.waiting.values():
+            if not fut.done():
+                fut.set_exception(ConnectionError(why))
+        self.waiting.clear()
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    @property
+    def alive(self) -> bool:
+        return self.transport is not None
+
+    def request(self, make: Any) -> asyncio.Future[Any]:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if self.transport is None:
+            fut.set_exception(ConnectionError(f"connection to replica {self.sid} is closed"))
+            return fut
+        rid = next(self.rids)
+        self.waiting[rid] = fut
+        self.encoder.add_payload(cp.encode(make(rid)))
+        if not self._flush_pending:
+            self._flush_pending = True
+            asyncio.get_running_loop().call_soon(self._flush)
+        return fut
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        if self.transport is not None and len(self.encoder):
+            self.transport.write(bytes(self.encoder.take()))
+
+    async def submit(self, value: bytes) -> Zxid:
+        rep = await self.request(lambda rid: cp.SubmitReq(rid, value))
+        if isinstance(rep, cp.CommittedRep):
+            return Zxid(rep.zxid)
+        if rep.uncertain:
+            raise UncertainOutcomeError(f"replica {self.sid}: {rep.reason}; the write may or may not commit")
+        raise _Refused(rep.reason)
+
+    async def status(self) -> dict[str, Any]:
+        rep = await self.request(lambda rid: cp.StatusReq(rid))
+        return rep.status  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        self._fail("closed")
+
+
+class EnsembleClient:
+    """Async client of a whole ensemble. Use ``submit`` from a coroutine, on one event loop."""
+
+    def __init__(self, ensemble: str, addresses: dict[int, tuple[str, int]]) -> None:
+        self.ensemble = ensemble
+        self.addresses = dict(addresses)
+        self.conns: dict[int, ReplicaConnection] = {}
+        self.leader: int | None = None
+        self._lock: asyncio.Lock | None = None
+
+    def update_addresses(self, addresses: dict[int, tuple[str, int]]) -> None:
+        for sid, addr in addresses.items():
+            if self.addresses.get(sid) != tuple(addr):
+                old = self.conns.pop(sid, None)
+                if old is not None:
+                    old.close()
+            self.addresses[sid] = tuple(addr)  # type: ignore[assignment]
+
+    async def _conn(self, sid: int) -> ReplicaConnection:
+        c = self.conns.get(sid)
+        if c is not None and c.alive:
+            return c
+        host, port = self.addresses[sid]
+        c = await ReplicaConnection.open(sid, host, port, self.ensemble)
+        self.conns[sid] = c
+        return c
+
+    async def find_leader(self, timeout: float = 2.0) -> int | None:
+        async def ask(sid: int) -> dict[str, Any] | None:
+            try:
+                c = await self._conn(sid)
+                return await asyncio.wait_for(c.status(), timeout)
+            except (ZabError, ConnectionError, asyncio.TimeoutError):
+                return None
+
+        answers = await asyncio.gather(*(ask(s) for s in sorted(self.addresses)))
+        best: tuple[int, int] | None = None
+        for st in answers:
+            if st and st.get("state") == "LEADING" and st.get("established"):
+                key = (int(st["current_epoch"]), int(st["sid"]))
+                best = max(best, key) if best else key
+        self.leader = best[1] if best else None
+        return self.leader
+
+    async def submit(self, value: bytes, timeout: float = 10.0) -> Zxid:
+        """Replicate ``value``; returns its zxid once committed (and delivered by the replica asked)."""
+        deadline = time.monotonic() + timeout
+        last_error = "no replica answered"
+        while time.monotonic() < deadline:
+            target = self.leader
+            if target is None:
+                target = await self.find_leader()
+            if target is None:
+                last_error = "no established leader"
+                await asyncio.sleep(0.02)
+                continue
+            try:
+                conn = await self._conn(target)
+                return await asyncio.wait_for(conn.submit(value), max(0.01, deadline - time.monotonic()))
+            except _Refused as e:
+                last_error = f"replica {target}: {e}"
+            except ConnectionError as e:
+                # Sent, then the connection died: the write may have been proposed.
+                raise UncertainOutcomeError(f"{e}; the write may or may not commit") from None
+            except NotRunningError as e:
+                last_error = str(e)
+            except asyncio.TimeoutError:
+                raise NoQuorumError(f"write not committed within {timeout} s (leader {target}); "
+                                    "its fate is unknown") from None
+            self.leader = None
+            await asyncio.sleep(0.02)
+        raise NoQuorumError(f"could not submit within {timeout} s: {last_error}")
+
+    def close(self) -> None:
+        for c in self.conns.values():
+            c.close()
+        self.conns.clear()
+
+
+class LoopThread:
+    """A private asyncio loop in a daemon thread, so sync APIs work in scripts and notebooks."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="zabray-client", daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)

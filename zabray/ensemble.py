@@ -1,0 +1,264 @@
+"""The driver API: start, connect to, observe, write to and break an ensemble.
+
+``Ensemble.start`` and ``Ensemble.connect`` join the Ray cluster named by ``address=`` or
+``RAY_ADDRESS`` (as ``ray.init`` does) or start a local one. The ensemble lives in a
+detached, named controller actor in the ``zabray`` namespace, so another process (a CLI, a
+notebook) can ``connect`` to it by name. Writes go over TCP to the replicas, not through Ray.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from zabray.client import EnsembleClient, LoopThread
+from zabray.config import EnsembleConfig
+from zabray.errors import ConfigError, NoQuorumError, NotRunningError, RequestTimeoutError
+from zabray.protocol.zxid import Zxid
+
+log = logging.getLogger(__name__)
+NAMESPACE = "zabray"
+
+
+def init_ray(address: str | None = None) -> None:
+    """Join the cluster at ``address``/``RAY_ADDRESS``, or start a local one; idempotent."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    address = address or os.environ.get("RAY_ADDRESS")
+    kwargs: dict[str, Any] = dict(namespace=NAMESPACE, ignore_reinit_error=True, log_to_driver=False)
+    if address:
+        ray.init(address=address, **kwargs)
+    else:
+        ray.init(include_dashboard=False, **kwargs)
+
+
+@dataclass(frozen=True)
+class ReplicaStatus:
+    sid: int
+    state: str
+    alive: bool
+    observer: bool
+    epoch: int
+    last_zxid: Zxid
+    applied: Zxid
+    leader: int
+    node: str | None
+    pid: int | None
+    incarnation: int | None
+    phase: str | None
+    raw: dict[str, Any]
+
+    @classmethod
+    def of(cls, d: dict[str, Any]) -> ReplicaStatus:
+        return cls(
+            sid=int(d["sid"]), state=str(d.get("state", "DOWN")), alive=bool(d.get("alive")),
+            observer=bool(d.get("observer")), epoch=int(d.get("current_epoch", 0) or 0),
+            last_zxid=Zxid(int(d.get("last_zxid", 0) or 0)), applied=Zxid(int(d.get("applied", 0) or 0)),
+            leader=int(d.get("leader", -1) if d.get("leader") is not None else -1), node=d.get("node"),
+            pid=d.get("pid"), incarnation=d.get("incarnation"), phase=d.get("phase"), raw=d,
+        )
+
+    @property
+    def established_leader(self) -> bool:
+        return self.alive and self.state == "LEADING" and bool(self.raw.get("established"))
+
+
+class Ensemble:
+    """A handle on a running ensemble. Thread-safe for the sync methods."""
+
+    def __init__(self, name: str, controller: Any, info: dict[str, Any]) -> None:
+        self.name = name
+        self._controller = controller
+        self.info = info
+        self._loop: LoopThread | None = None
+        self._client: EnsembleClient | None = None
+
+    # -- creation -------------------------------------------------------------------------------
+
+    @classmethod
+    def start(cls, replicas: int = 3, observers: int = 0, config: str | os.PathLike[str] | dict[str, Any] | None = None,
+              name: str = "default", *, address: str | None = None, run_dir: str | os.PathLike[str] | None = None,
+              **overrides: Any) -> Ensemble:
+        """Start ``replicas`` voters and ``observers`` observers; returns once all are listening.
+
+        ``config`` is a YAML path or dict (default ``configs/local.yaml``); keyword ``overrides``
+        replace single keys (``Ensemble.start(3, tick_ms=10)``).
+        """
+        if not isinstance(replicas, int) or replicas < 1:
+            raise ConfigError(f"replicas must be a positive integer, got {replicas!r}")
+        if not isinstance(observers, int) or observers < 0:
+            raise ConfigError(f"observers must be a non-negative integer, got {observers!r}")
+        if not name or not all(c.isalnum() or c in "-_." for c in name):
+            raise ConfigError(f"name {name!r}: use letters, digits, '-', '_' or '.'")
+        cfg = EnsembleConfig.load(config, **overrides)
+        init_ray(address)
+        import ray
+
+        from actors.controller import EnsembleController, controller_name
+
+        try:
+            ray.get_actor(controller_name(name), namespace=NAMESPACE)
+            raise ConfigError(f"an ensemble named {name!r} is already running; stop it or pick another name")
+        except ValueError:
+            pass
+        run = Path(run_dir) if run_dir else Path(cfg.run_dir) / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        run.mkdir(parents=True, exist_ok=True)
+        controller = ray.remote(EnsembleController).options(
+            name=controller_name(name), namespace=NAMESPACE, lifetime="detached", num_cpus=0, max_concurrency=100,
+        ).remote(name, replicas, observers, cfg.to_dict(), str(run.resolve()))
+        try:
+            info = ray.get(controller.start.remote(), timeout=120)
+        except Exception:
+            ray.kill(controller)
+            raise
+        log.info("ensemble %s started: %s", name, info["clients"])
+        return cls(name, controller, info)
+
+    @classmethod
+    def connect(cls, name: str = "default", *, address: str | None = None) -> Ensemble:
+        """A handle on an ensemble started earlier (by this or another process)."""
+        init_ray(address)
+        import ray
+
+        from actors.controller import controller_name
+
+        try:
+            controller = ray.get_actor(controller_name(name), namespace=NAMESPACE)
+        except ValueError:
+            raise NotRunningError(f"no ensemble named {name!r} is running in this Ray cluster") from None
+        return cls(name, controller, ray.get(controller.describe.remote()))
+
+    # -- control plane (Ray calls) -----------------------------------------------------------------
+
+    def _call(self, method: str, *args: Any, timeout: float = 60) -> Any:
+        import ray
+
+        try:
+            return ray.get(getattr(self._controller, method).remote(*args), timeout=timeout)
+        except ray.exceptions.RayActorError:
+            raise NotRunningError(f"ensemble {self.name!r} is not running") from None
+        except ray.exceptions.GetTimeoutError:
+            raise RequestTimeoutError(f"{method} on ensemble {self.name!r} took over {timeout} s") from None
+        except ray.exceptions.RayTaskError as e:
+            raise e.as_instanceof_cause() from None
+
+    def status(self) -> list[ReplicaStatus]:
+        """Per replica: sid, role/state, epoch, last zxid, last delivered zxid, node, pid, alive."""
+        return [ReplicaStatus.of(d) for d in self._call("status")]
+
+    def leader(self) -> int | None:
+        """The established leader with the highest epoch, or None."""
+        best = None
+        for s in self.status():
+            if s.established_leader and (best is None or s.epoch > best.epoch):
+                best = s
+        return best.sid if best else None
+
+    def wait_for_leader(self, timeout: float = 30) -> int:
+        deadline = time.monotonic() + timeout
+        while True:
+            sid = self.leader()
+            if sid is not None:
+                return sid
+            if time.monotonic() > deadline:
+                raise NoQuorumError(f"no leader established within {timeout} s: {self._brief()}")
+            time.sleep(0.02)
+
+    def _brief(self) -> str:
+        return ", ".join(f"{s.sid}:{s.state}" for s in self.status())
+
+    def kill(self, sid: int) -> None:
+        """Crash replica ``sid`` (its process dies at once; its disk is kept)."""
+        self._call("kill", sid)
+
+    def restart(self, sid: int, fresh: bool = False) -> None:
+        """Recover ``sid`` from its disk on its node; ``fresh=True`` rebuilds it from the leader."""
+        self._call("restart", sid, fresh)
+        self._refresh_addresses()
+
+    def pause(self, sid: int) -> None:
+        self._call("pause", sid)
+
+    def resume(self, sid: int) -> None:
+        self._call("resume", sid)
+
+    def partition(self, *groups: list[int] | tuple[int, ...]) -> None:
+        """Cut the TCP links between groups: ``ens.partition([1], [2, 3])``."""
+        self._call("partition", [list(g) for g in groups])
+
+    def heal(self) -> None:
+        self._call("heal")
+
+    def stop(self) -> None:
+        """Stop every replica and the controller. Data directories stay on disk."""
+        import ray
+
+        try:
+            self._call("stop")
+        finally:
+            try:
+                ray.kill(self._controller)
+            except Exception:  # already gone
+                pass
+            self.close()
+
+    def close(self) -> None:
+        """Drop this handle's client connections (the ensemble keeps running)."""
+        if self._client is not None and self._loop is not None:
+            self._loop.loop.call_soon_threadsafe(self._client.close)
+            self._loop.stop()
+        self._client = None
+        self._loop = None
+
+    # -- data path (TCP) ---------------------------------------------------------------------------
+
+    def _addresses(self) -> dict[int, tuple[str, int]]:
+        return {int(s): (a[0], int(a[1])) for s, a in self.info["clients"].items()}
+
+    def _refresh_addresses(self) -> None:
+        self.info = self._call("describe")
+        if self._client is not None and self._loop is not None:
+            client, addrs = self._client, self._addresses()
+            self._loop.loop.call_soon_threadsafe(client.update_addresses, addrs)
+
+    def _ensure_client(self) -> tuple[LoopThread, EnsembleClient]:
+        if self._client is None or self._loop is None:
+            self._loop = LoopThread()
+            self._client = EnsembleClient(self.name, self._addresses())
+        return self._loop, self._client
+
+    def submit(self, value: bytes, timeout: float = 10.0) -> Zxid:
+        """Replicate ``value``; returns its zxid once committed. Raises ``UncertainOutcomeError``
+        if the write may or may not have committed, ``NoQuorumError`` if nothing committed it."""
+        if not isinstance(value, (bytes, bytearray)):
+            raise ConfigError(f"submit takes bytes, got {type(value).__name__}")
+        loop, client = self._ensure_client()
+        return loop.run(client.submit(bytes(value), timeout))
+
+    async def submit_async(self, value: bytes, timeout: float = 10.0) -> Zxid:
+        """``submit`` for coroutines; many may be in flight at once."""
+        loop, client = self._ensure_client()
+        fut = asyncio.run_coroutine_threadsafe(client.submit(bytes(value), timeout), loop.loop)
+        return await asyncio.wrap_future(fut)
+
+    def submit_many(self, values: list[bytes], timeout: float = 30.0) -> list[Zxid | BaseException]:
+        """Submit all at once (pipelined); one result or exception per value, in order."""
+        loop, client = self._ensure_client()
+
+        async def go() -> list[Any]:
+            return await asyncio.gather(*(client.submit(v, timeout) for v in values), return_exceptions=True)
+
+        return loop.run(go())
+
+    def __enter__(self) -> Ensemble:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
