@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import itertools
 import os
 import random
 import sys
@@ -150,11 +151,20 @@ def allowed_views(before: Model, op: Op, after: Model) -> list[tuple]:
     return views
 
 
+_POOL = random.Random(0).randbytes(1 << 21)
+
+
+def _bytes(rng: random.Random, n: int) -> bytes:
+    """``n`` pseudo-random bytes, cheaply (a slice of a fixed pool), deterministic in ``rng``."""
+    off = rng.randrange(len(_POOL) - n)
+    return _POOL[off : off + n]
+
+
 def _txns(rng: random.Random, first: Zxid, n: int, max_value: int) -> tuple[Txn, ...]:
     out = []
     z = int(first)
     for _ in range(n):
-        out.append(Txn(Zxid(z), rng.randbytes(rng.randint(0, max_value)), rng.randint(-1, 4), rng.randint(0, 1 << 40)))
+        out.append(Txn(Zxid(z), _bytes(rng, rng.randint(0, max_value)), rng.randint(-1, 4), rng.randint(0, 1 << 40)))
         z += 1
     return tuple(out)
 
@@ -164,22 +174,24 @@ def _next(m_hi: int, new_epoch: bool) -> Zxid:
     return Zxid.of(z.epoch + 1, 1) if new_epoch else Zxid(m_hi + 1)
 
 
-def gen_ops(
+def gen_ops(rng: random.Random, start: Model, n: int, **kw) -> list[Op]:  # type: ignore[no-untyped-def]
+    return list(itertools.islice(iter_ops(rng, start, **kw), n))
+
+
+def iter_ops(
     rng: random.Random,
     start: Model,
-    n: int,
     *,
     max_batch: int = 20,
     max_value: int = 300,
     max_snap: int = 3000,
     reopen: bool = True,
     p_truncate: float = 0.25,
-) -> list[Op]:
-    """A random but valid op sequence from ``start`` (zxids increase, TRUNC/snapshots never undo
-    delivered state, epochs only grow), deterministic in ``rng`` and ``start``."""
-    ops: list[Op] = []
+) -> Iterator[Op]:
+    """An endless random but valid op sequence from ``start`` (zxids increase, TRUNC/snapshots
+    never undo delivered state, epochs only grow), deterministic in ``rng`` and ``start``."""
     m = start
-    for _ in range(n):
+    while True:
         r = rng.random()
         above = [t.zxid for t in m.log if t.zxid > m.snap_zxid]
         op: Op
@@ -204,16 +216,15 @@ def gen_ops(
             op = Current(max(m.current, m.accepted[0]))
         elif r < 0.85:
             z = rng.choice(above) if above else m.snap_zxid
-            state = fold(m.snap, [t for t in m.log if m.snap_zxid < t.zxid <= z]) + rng.randbytes(rng.randint(0, max_snap))
+            state = fold(m.snap, [t for t in m.log if m.snap_zxid < t.zxid <= z]) + _bytes(rng, rng.randint(0, max_snap))
             op = Save(z, state)
         elif r < 0.93 or not reopen:
             z = rng.choice([m.snap_zxid, m.last, int(_next(m.hi, True)) - 1])
-            op = Install(max(z, m.snap_zxid), rng.randbytes(32 + rng.randint(0, max_snap)))
+            op = Install(max(z, m.snap_zxid), _bytes(rng, 32 + rng.randint(0, max_snap)))
         else:
             op = Reopen()
-        ops.append(op)
+        yield op
         m = apply_model(m, op)
-    return ops
 
 
 def run_op(store, op: Op):  # type: ignore[no-untyped-def]
@@ -554,21 +565,23 @@ class PowerCut:
 
 
 def child_main(path: str, seed: int, segment_bytes: int) -> None:
-    """Open the store, run the seeded workload, print "<i>" after op i is durable."""
+    """Open the store, run the seeded workload; print "b <i>" before op i and "d <i>" once durable."""
     from storage.disk import DiskStore
 
     store = DiskStore(path, segment_bytes=segment_bytes)
     start = Model.of(store.recover())
-    ops = gen_ops(random.Random(seed), start, 10_000, **CHILD_WORKLOAD)
     out = sys.stdout
+    ops = itertools.islice(iter_ops(random.Random(seed), start, **CHILD_WORKLOAD), 10_000)
     for i, op in enumerate(ops):
+        out.write(f"b {i}\n")
+        out.flush()
         store = run_op(store, op)
-        out.write(f"{i}\n")
+        out.write(f"d {i}\n")
         out.flush()
     store.close()
 
 
-CHILD_WORKLOAD = dict(max_batch=300, max_value=3000, max_snap=300_000, reopen=False)
+CHILD_WORKLOAD = dict(max_batch=300, max_value=4000, max_snap=1_000_000, reopen=False)
 
 
 if __name__ == "__main__":
