@@ -114,6 +114,18 @@ class EnsembleController:
 
         return list(await asyncio.gather(*(one(s) for s in self.members)))
 
+    async def histories(self, after: int = 0) -> dict[int, list[tuple[int, str]]]:
+        """Delivered (zxid, digest) per live replica, for checking agreement and durability."""
+        out: dict[int, list[tuple[int, str]]] = {}
+        for sid, h in list(self.handles.items()):
+            if sid in self.paused:
+                continue
+            try:
+                out[sid] = await asyncio.wait_for(h.history.remote(after), 30)
+            except Exception:  # died meanwhile
+                continue
+        return out
+
     # -- faults and recovery ------------------------------------------------------------------------
 
     def _check(self, sid: int) -> None:

@@ -24,10 +24,6 @@ from zabray.protocol.zxid import Zxid
 T = TypeVar("T")
 
 
-class _Refused(ZabError):
-    """The replica refused the write before it left (no leader yet): safe to retry elsewhere."""
-
-
 class ReplicaConnection(asyncio.Protocol):
     def __init__(self, sid: int) -> None:
         self.sid = sid
@@ -99,14 +95,6 @@ class ReplicaConnection(asyncio.Protocol):
         if self.transport is not None and len(self.encoder):
             self.transport.write(bytes(self.encoder.take()))
 
-    async def submit(self, value: bytes) -> Zxid:
-        rep = await self.request(lambda rid: cp.SubmitReq(rid, value))
-        if isinstance(rep, cp.CommittedRep):
-            return Zxid(rep.zxid)
-        if rep.uncertain:
-            raise UncertainOutcomeError(f"replica {self.sid}: {rep.reason}; the write may or may not commit")
-        raise _Refused(rep.reason)
-
     async def status(self) -> dict[str, Any]:
         rep = await self.request(lambda rid: cp.StatusReq(rid))
         return rep.status  # type: ignore[no-any-return]
@@ -159,34 +147,58 @@ class EnsembleClient:
         self.leader = best[1] if best else None
         return self.leader
 
-    async def submit(self, value: bytes, timeout: float = 10.0) -> Zxid:
-        """Replicate ``value``; returns its zxid once committed (and delivered by the replica asked)."""
-        deadline = time.monotonic() + timeout
+    async def _target(self, deadline: float) -> ReplicaConnection:
+        """A connection to the leader (or a replica that will forward), found under the lock."""
         last_error = "no replica answered"
-        while time.monotonic() < deadline:
+        while True:
             target = self.leader
             if target is None:
                 target = await self.find_leader()
-            if target is None:
+            if target is not None:
+                try:
+                    return await self._conn(target)
+                except NotRunningError as e:
+                    last_error = str(e)
+                    self.leader = None
+            else:
                 last_error = "no established leader"
-                await asyncio.sleep(0.02)
-                continue
+            if time.monotonic() >= deadline:
+                raise NoQuorumError(f"could not submit: {last_error}")
+            await asyncio.sleep(0.02)
+
+    async def submit(self, value: bytes, timeout: float = 10.0) -> Zxid:
+        """Replicate ``value``; returns its zxid once committed (and delivered by the replica asked).
+
+        Writes leave in the order ``submit`` was called (FIFO client order, as ZooKeeper
+        promises): finding the target happens under a fair lock and the send itself never
+        waits. A write refused before it left a replica is retried until ``timeout``.
+        """
+        deadline = time.monotonic() + timeout
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        while True:
+            async with self._lock:
+                conn = await self._target(deadline)
+                fut = conn.request(lambda rid: cp.SubmitReq(rid, value))
             try:
-                conn = await self._conn(target)
-                return await asyncio.wait_for(conn.submit(value), max(0.01, deadline - time.monotonic()))
-            except _Refused as e:
-                last_error = f"replica {target}: {e}"
+                rep = await asyncio.wait_for(fut, max(0.01, deadline - time.monotonic()))
             except ConnectionError as e:
                 # Sent, then the connection died: the write may have been proposed.
+                self.leader = None
                 raise UncertainOutcomeError(f"{e}; the write may or may not commit") from None
-            except NotRunningError as e:
-                last_error = str(e)
             except asyncio.TimeoutError:
-                raise NoQuorumError(f"write not committed within {timeout} s (leader {target}); "
+                raise NoQuorumError(f"write not committed within {timeout} s (replica {conn.sid}); "
                                     "its fate is unknown") from None
-            self.leader = None
+            if isinstance(rep, cp.CommittedRep):
+                return Zxid(rep.zxid)
+            if rep.uncertain:
+                self.leader = None
+                raise UncertainOutcomeError(f"replica {conn.sid}: {rep.reason}; the write may or may not commit")
+            if self.leader == conn.sid:
+                self.leader = None
+            if time.monotonic() >= deadline:
+                raise NoQuorumError(f"could not submit within {timeout} s: replica {conn.sid}: {rep.reason}")
             await asyncio.sleep(0.02)
-        raise NoQuorumError(f"could not submit within {timeout} s: {last_error}")
 
     def close(self) -> None:
         for c in self.conns.values():

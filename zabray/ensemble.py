@@ -174,6 +174,11 @@ class Ensemble:
     def _brief(self) -> str:
         return ", ".join(f"{s.sid}:{s.state}" for s in self.status())
 
+    def histories(self, after: int = 0) -> dict[int, list[tuple[Zxid, str]]]:
+        """Every live replica's delivered txns as (zxid, value digest), in delivery order."""
+        raw = self._call("histories", after, timeout=120)
+        return {int(s): [(Zxid(z), d) for z, d in h] for s, h in raw.items()}
+
     def kill(self, sid: int) -> None:
         """Crash replica ``sid`` (its process dies at once; its disk is kept)."""
         self._call("kill", sid)

@@ -36,12 +36,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=run)
 
-    d = sub.add_parser("demo", help="the guided tour: elect, write, kill the leader, recover, summarize")
-    d.add_argument("--simulated", action="store_true", default=True,
-                   help="run the deterministic simulator (the only mode until the Ray ensemble lands)")
-    d.add_argument("--seed", type=int, default=1)
-    d.set_defaults(func=lambda a: __import__("zabray.sim.demo", fromlist=["x"]).simulated_demo(a.seed))
-
 
 def _options(args: argparse.Namespace) -> SimOptions:
     faults = () if args.faults in ("", "none") else tuple(f.strip() for f in args.faults.split(","))

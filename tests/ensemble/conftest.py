@@ -1,0 +1,64 @@
+"""Real Ray (a local cluster, started once per test module), real TCP on 127.0.0.1, real fsync."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from zabray.ensemble import Ensemble
+from zabray.workload import check_histories
+
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(scope="module")
+def ray_local() -> Iterator[None]:
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    os.environ.pop("RAY_ADDRESS", None)
+    ray.init(namespace="zabray", include_dashboard=False, log_to_driver=False, num_cpus=2)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def start(ray_local: None, tmp_path: Path) -> Iterator[Callable[..., Ensemble]]:
+    made: list[Ensemble] = []
+
+    def _start(replicas: int = 3, observers: int = 0, **overrides: object) -> Ensemble:
+        name = f"t{len(made)}-{os.getpid()}-{time.monotonic_ns() % 10**6}"
+        ens = Ensemble.start(replicas, observers, name=name, data_dir=str(tmp_path / "data"),
+                             run_dir=str(tmp_path / f"run-{name}"), **overrides)
+        made.append(ens)
+        return ens
+
+    yield _start
+    for ens in made:
+        try:
+            ens.stop()
+        except Exception:
+            pass
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = 30, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def converged(ens: Ensemble, sids: list[int] | None = None) -> bool:
+    st = [s for s in ens.status() if sids is None or s.sid in sids]
+    return all(s.alive for s in st) and len({s.applied for s in st}) == 1 and all(s.applied > 0 for s in st)
+
+
+def assert_no_loss(ens: Ensemble, acked: dict[int, str]) -> None:
+    problems = check_histories(ens.histories(), acked)
+    assert not problems, "\n".join(problems[:10])

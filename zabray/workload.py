@@ -1,0 +1,164 @@
+"""A write workload against an ensemble: keeps ``in_flight`` writes outstanding and records
+every outcome, so a run can be checked ("nothing acknowledged was lost") and measured.
+
+Each write's value is unique; its outcome is ``ok`` (acknowledged, with its zxid),
+``failed`` (refused before it left a replica: it did not happen) or ``unknown`` (the replica
+lost its leader after forwarding it, or it timed out: it may or may not have committed).
+Records are also written as client trace rows for the pipeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from zabray import trace
+from zabray.errors import NoQuorumError, UncertainOutcomeError, ZabError
+
+if TYPE_CHECKING:
+    from zabray.ensemble import Ensemble
+
+
+@dataclass
+class OpRecord:
+    value_digest: str
+    invoke_t: float
+    complete_t: float
+    outcome: str
+    zxid: int | None
+
+
+@dataclass
+class WorkloadResult:
+    records: list[OpRecord] = field(default_factory=list)
+
+    @property
+    def acked(self) -> dict[int, str]:
+        return {r.zxid: r.value_digest for r in self.records if r.outcome == "ok" and r.zxid is not None}
+
+    def count(self, outcome: str) -> int:
+        return sum(1 for r in self.records if r.outcome == outcome)
+
+    def latencies_ms(self) -> list[float]:
+        return sorted((r.complete_t - r.invoke_t) * 1000 for r in self.records if r.outcome == "ok")
+
+    def throughput(self) -> float:
+        ok = [r.complete_t for r in self.records if r.outcome == "ok"]
+        if len(ok) < 2:
+            return 0.0
+        return len(ok) / (max(ok) - min(r.invoke_t for r in self.records))
+
+    def first_commit_after(self, t: float) -> float | None:
+        after = [r.complete_t for r in self.records if r.outcome == "ok" and r.invoke_t >= t]
+        return min(after) if after else None
+
+
+class Workload:
+    """Runs on the ensemble handle's client loop; ``start()`` returns at once, ``stop()`` waits."""
+
+    def __init__(self, ens: Ensemble, *, in_flight: int = 100, size: int = 1024, timeout: float = 10.0,
+                 session: int = 0, trace_dir: str | Path | None = None) -> None:
+        if in_flight < 1 or size < 16:
+            raise ZabError("in_flight must be >= 1 and size >= 16 bytes")
+        self.ens = ens
+        self.in_flight = in_flight
+        self.size = size
+        self.timeout = timeout
+        self.session = session
+        self.result = WorkloadResult()
+        self._stop = False
+        self._fut: object = None
+        self._trace_path = Path(trace_dir) / f"client-{session}.jsonl" if trace_dir else None
+
+    def start(self) -> Workload:
+        loop, _ = self.ens._ensure_client()
+        self._fut = asyncio.run_coroutine_threadsafe(self._run(), loop.loop)
+        return self
+
+    def stop(self, timeout: float = 60.0) -> WorkloadResult:
+        self._stop = True
+        self._fut.result(timeout)  # type: ignore[attr-defined]
+        if self._trace_path is not None:
+            self._write_trace()
+        return self.result
+
+    async def _run(self) -> None:
+        _, client = self.ens._ensure_client()
+        sem = asyncio.Semaphore(self.in_flight)
+        tasks: set[asyncio.Task[None]] = set()
+        i = 0
+        prefix = f"{self.ens.name}-{self.session}-{time.time_ns()}-".encode()
+        while not self._stop:
+            await sem.acquire()
+            if self._stop:
+                sem.release()
+                break
+            value = (prefix + str(i).encode()).ljust(self.size, b".")
+            i += 1
+            t = asyncio.ensure_future(self._one(client, value, sem))
+            tasks.add(t)
+            t.add_done_callback(tasks.discard)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _one(self, client, value: bytes, sem: asyncio.Semaphore) -> None:  # type: ignore[no-untyped-def]
+        t0 = time.time()
+        zxid = None
+        try:
+            zxid = int(await client.submit(value, self.timeout))
+            outcome = "ok"
+        except (UncertainOutcomeError, NoQuorumError):
+            outcome = "unknown"
+        except ZabError:
+            outcome = "failed"
+        finally:
+            sem.release()
+        self.result.records.append(OpRecord(trace.digest(value), t0, time.time(), outcome, zxid))
+
+    def _write_trace(self) -> None:
+        assert self._trace_path is not None
+        self._trace_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self._trace_path, "a") as fh:
+            for r in self.result.records:
+                rec = trace.ClientOp(session=self.session, op="write", invoke_t=r.invoke_t, complete_t=r.complete_t,
+                                     outcome=r.outcome, zxid=r.zxid, digest=r.value_digest)
+                fh.write(json.dumps(trace.row(rec, run=self.ens.name, src=f"client-{self.session}", replica=-1,
+                                              inc=0, t=r.complete_t), separators=(",", ":")) + "\n")
+
+
+def percentile(sorted_values: list[float], p: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    k = min(len(sorted_values) - 1, max(0, round(p / 100 * (len(sorted_values) - 1))))
+    return sorted_values[k]
+
+
+def check_histories(histories: dict[int, list[tuple[int, str]]], acked: dict[int, str]) -> list[str]:
+    """Problems found: replicas whose delivered sequences disagree, acknowledged writes missing."""
+    problems: list[str] = []
+    merged: dict[int, str] = {}
+    for sid, h in histories.items():
+        zs = [z for z, _ in h]
+        if zs != sorted(zs) or len(set(zs)) != len(zs):
+            problems.append(f"replica {sid} delivered out of order")
+        for z, d in h:
+            if merged.setdefault(z, d) != d:
+                problems.append(f"replica {sid} delivered another value at zxid {trace_zxid(z)}")
+    held = {sid: dict(h) for sid, h in histories.items()}
+    first = {sid: (h[0][0] if h else None) for sid, h in histories.items()}
+    for z, d in sorted(acked.items()):
+        if merged.get(z, d) != d:
+            problems.append(f"acknowledged write {trace_zxid(z)} has another value in the history")
+        for sid, hs in held.items():
+            # A replica's in-memory history may start after a snapshot: check what it covers.
+            if (first[sid] is None or first[sid] <= z) and hs.get(z) != d:
+                problems.append(f"acknowledged write {trace_zxid(z)} missing on replica {sid}")
+    return problems
+
+
+def trace_zxid(z: int) -> str:
+    return f"{z >> 32}:{z & 0xFFFFFFFF}"
