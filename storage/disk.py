@@ -138,7 +138,9 @@ class DiskStore:
         # Repairs, only once the whole directory has been judged trustworthy.
         changed = False
         for name in rec.damaged_snapshots:
-            log.warning("%s: setting damaged snapshot %s aside as %s%s", self.path, name, name, CORRUPT_SUFFIX)
+            log.warning(
+                "%s: setting damaged snapshot %s aside as %s%s", self.path, name, name, CORRUPT_SUFFIX
+            )
             os.replace(os.path.join(self.path, name), os.path.join(self.path, name + CORRUPT_SUFFIX))
             changed = True
         for name in rec.stale:
@@ -245,7 +247,9 @@ class DiskStore:
         data = self._state_bytes(state)
         with self._io("install_snapshot"):
             if self._log.dirty:
-                log.debug("%s: install_snapshot drops %d unsynced records", self.path, self._log.pending_records)
+                log.debug(
+                    "%s: install_snapshot drops %d unsynced records", self.path, self._log.pending_records
+                )
             gen = self._generation + 1
             new = snapshots.write(self.path, gen, z, data)  # the commit point
             old = [s.name for s in self._log.reset(gen, z)] + [s.name for s in self._snaps]
@@ -266,7 +270,9 @@ class DiskStore:
         data = self._state_bytes(state)
         self._check()
         if self._snaps and z < self._snaps[-1].zxid:
-            raise ConfigError(f"save_snapshot: zxid {fmt(z)} is older than the newest snapshot {self._snaps[-1]}")
+            raise ConfigError(
+                f"save_snapshot: zxid {fmt(z)} is older than the newest snapshot {self._snaps[-1]}"
+            )
         with self._io("save_snapshot"):
             if self._log.dirty:
                 self._log.sync()
@@ -309,7 +315,9 @@ class DiskStore:
         log_ = getattr(self, "_log", None)
         if log_ is not None:
             if log_.dirty and self._failed is None:
-                log.debug("%s: closing with %d unsynced records; they are dropped", self.path, log_.pending_records)
+                log.debug(
+                    "%s: closing with %d unsynced records; they are dropped", self.path, log_.pending_records
+                )
             try:
                 log_.close()
             except OSError as e:

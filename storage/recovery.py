@@ -72,11 +72,15 @@ def analyze(dirpath: str) -> Recovered:
     accepted = epochs.read(dirpath, epochs.ACCEPTED_EPOCH)
     current = epochs.read(dirpath, epochs.CURRENT_EPOCH)
     all_snaps, all_segs, gen = _list(dirpath)
-    stale = tuple(sorted([s.name for s in all_snaps if s.generation < gen] + [n for g, _, n in all_segs if g < gen]))
+    stale = tuple(
+        sorted([s.name for s in all_snaps if s.generation < gen] + [n for g, _, n in all_segs if g < gen])
+    )
     snaps = sorted(s for s in all_snaps if s.generation == gen)
     seg_names = sorted((seq, name) for g, seq, name in all_segs if g == gen)
     if gen > 0 and not snaps:
-        raise CorruptionError(f"generation {gen} has log segments but no snapshot (its installed snapshot is missing)")
+        raise CorruptionError(
+            f"generation {gen} has log segments but no snapshot (its installed snapshot is missing)"
+        )
 
     segments: list[SegmentInfo] = []
     for seq, name in seg_names:
@@ -107,9 +111,7 @@ def analyze(dirpath: str) -> Recovered:
         chosen = cand
         break
     else:
-        raise CorruptionError(
-            "no usable snapshot: " + "; ".join(str(e) for _, e in damaged)
-        )
+        raise CorruptionError("no usable snapshot: " + "; ".join(str(e) for _, e in damaged))
     snap_zxid: Zxid = chosen.zxid if chosen is not None else ZERO
     chosen_name = chosen.name if chosen is not None else "the empty initial state"
 
@@ -150,11 +152,11 @@ def analyze(dirpath: str) -> Recovered:
                 f"{fmt(newest.zxid)}, so {chosen_name} cannot stand in for it: {damaged[0][1]}"
             )
         log.warning(
-            "recovered from %s plus the log instead of damaged %s", chosen_name, ", ".join(s.name for s, _ in damaged)
+            "recovered from %s plus the log instead of damaged %s",
+            chosen_name,
+            ", ".join(s.name for s, _ in damaged),
         )
-    durable = DurableState(
-        accepted.epoch, accepted.leader, current.epoch, snap_zxid, state, tuple(txns)
-    )
+    durable = DurableState(accepted.epoch, accepted.leader, current.epoch, snap_zxid, state, tuple(txns))
     bad = {s.name for s, _ in damaged}
     return Recovered(
         durable,

@@ -119,37 +119,67 @@ def read_segment_header(dirpath: str, name: str, generation: int, seq: int) -> S
 # -- records --------------------------------------------------------------------------------------
 
 
-def encode_txns(txns: Sequence[Txn], after: int) -> tuple[list[bytes], list[int], list[int]]:
-    """Encode txns as records; returns (parts, zxids, sizes). Validates before anything is kept.
+def encode_txns(txns: Sequence[Txn], after: int, parts: list[bytes], zxids: list[int]) -> None:
+    """Encode txns as records onto ``parts`` (header, crc, value per record) and ``zxids``.
 
-    Raises ``ConfigError`` when zxids do not strictly increase from ``after`` or a field does not
-    fit its slot: such a record could never be recovered, so it must not be written.
+    All or nothing: raises ``ConfigError`` and leaves both lists as they were when zxids do not
+    strictly increase from ``after`` or a field does not fit its slot, since such a record could
+    never be recovered. (The hot path of group commit: kept lean on purpose.)
     """
-    parts: list[bytes] = []
-    zxids: list[int] = []
-    sizes: list[int] = []
+    n_parts, n_zxids = len(parts), len(zxids)
     head = _REC_HEAD.pack
     crc32 = zlib.crc32
     u32 = _U32.pack
+    add = parts.append
+    add_z = zxids.append
     last = after
-    for t in txns:
-        z = t.zxid
-        if z <= last:
-            raise ConfigError(f"append: zxid {fmt(z)} does not follow {fmt(last)}; the log must strictly increase")
-        v = t.value
-        if not isinstance(v, (bytes, bytearray, memoryview)):
-            raise ConfigError(f"append: txn {fmt(z)} value must be bytes, got {type(v).__name__}")
-        try:
-            h = head(REC_MAGIC, len(v), z, t.origin, t.request_id)
-        except struct.error as e:
-            raise ConfigError(f"append: txn {fmt(z)} does not fit a log record: {e}") from e
-        parts.append(h)
-        parts.append(u32(crc32(v, crc32(h))))
-        parts.append(bytes(v) if not isinstance(v, bytes) else v)
-        zxids.append(z)
-        sizes.append(REC_HEADER_SIZE + len(v))
+    try:
+        for t in txns:
+            z = t.zxid
+            if z <= last:
+                raise ConfigError(
+                    f"append: zxid {fmt(z)} does not follow {fmt(last)}; the log must strictly increase"
+                )
+            v = t.value
+            if type(v) is not bytes:
+                if not isinstance(v, (bytes, bytearray, memoryview)):
+                    raise ConfigError(f"append: txn {fmt(z)} value must be bytes, got {type(v).__name__}")
+                v = bytes(v)
+            try:
+                h = head(REC_MAGIC, len(v), z, t.origin, t.request_id)
+            except struct.error as e:
+                raise ConfigError(f"append: txn {fmt(z)} does not fit a log record: {e}") from e
+            add(h)
+            add(u32(crc32(v, crc32(h))))
+            add(v)
+            add_z(z)
+            last = z
+    except BaseException:
+        del parts[n_parts:], zxids[n_zxids:]
+        raise
+
+
+def first_after(data: bytes, zxid: int) -> tuple[int, int | None]:
+    """In a run of whole records, the offset of the first with zxid > ``zxid`` (len(data) if none)
+    and the zxid of the last one <= it (None if none). Checksums are verified on the way."""
+    off = 0
+    last = None
+    mv = memoryview(data)
+    while off < len(data):
+        magic, length, z, _o, _r = _REC_HEAD.unpack_from(data, off)
+        end = off + REC_HEADER_SIZE + length
+        (crc,) = _U32.unpack_from(data, off + _REC_HEAD.size)
+        if (
+            magic != REC_MAGIC
+            or end > len(data)
+            or zlib.crc32(mv[off + REC_HEADER_SIZE : end], zlib.crc32(mv[off : off + _REC_HEAD.size])) != crc
+        ):
+            raise CorruptionError(f"bad record at offset {off} of a region written by this process")
+        if z > zxid:
+            break
         last = z
-    return parts, zxids, sizes
+        off = end
+    return off, last
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +256,8 @@ def scan_segment(info: SegmentInfo, data: bytes, *, keep_after: int, may_be_torn
         if (
             magic != REC_MAGIC
             or end > n
-            or crc32(mv[body:end], crc32(mv[off : off + _REC_HEAD.size])) != u32(data, off + _REC_HEAD.size)[0]
+            or crc32(mv[body:end], crc32(mv[off : off + _REC_HEAD.size]))
+            != u32(data, off + _REC_HEAD.size)[0]
         ):
             damaged = True
             break
@@ -268,7 +299,9 @@ def scan_segment(info: SegmentInfo, data: bytes, *, keep_after: int, may_be_torn
                 "the file was cut short"
             )
     elif info.preallocated:
-        raise CorruptionError(f"{name}: record header at offset {off} cut off by the end of the preallocated file")
+        raise CorruptionError(
+            f"{name}: record header at offset {off} cut off by the end of the preallocated file"
+        )
     return SegmentScan(info, txns, zxids, offsets, off, n, off)
 
 
@@ -282,18 +315,21 @@ def read_segment(dirpath: str, info: SegmentInfo, *, keep_after: int, may_be_tor
 
 @dataclass(slots=True)
 class _Active:
-    """The segment appends go to (mutable: the writer's own bookkeeping)."""
+    """The segment appends go to (mutable: the writer's own bookkeeping).
+
+    ``cp_zxids``/``cp_offsets`` are checkpoints: record boundaries with the zxid of the record
+    starting there (every record of a segment read at open; the first record of each group
+    commit since), enough to find any record again for a truncation without an index entry per
+    record on the hot path.
+    """
 
     info: SegmentInfo
     fd: int
     end: int
     capacity: int
-    zxids: array = field(default_factory=lambda: array("Q"))
-    offsets: array = field(default_factory=lambda: array("Q"))
-
-    @property
-    def tail(self) -> Zxid:
-        return Zxid(self.zxids[-1]) if self.zxids else self.info.prev
+    tail: Zxid
+    cp_zxids: array = field(default_factory=lambda: array("Q"))
+    cp_offsets: array = field(default_factory=lambda: array("Q"))
 
 
 class TxnLog:
@@ -328,9 +364,8 @@ class TxnLog:
             self._active = self._open_active(last)
         # Pending (volatile) changes: one truncation of the durable log, then encoded records.
         self._pending_trunc: Zxid | None = None
-        self._parts: list[bytes] = []
+        self._parts: list[bytes] = []  # three per buffered record: header, crc, value
         self._zxids: list[int] = []
-        self._sizes: list[int] = []
         self._bound: int = max(self.tail, floor)
 
     # -- volatile operations --------------------------------------------------------------------
@@ -344,19 +379,16 @@ class TxnLog:
         return len(self._zxids)
 
     def append(self, txns: Sequence[Txn]) -> None:
-        parts, zxids, sizes = encode_txns(txns, self._bound)
-        if zxids:
-            self._parts += parts
-            self._zxids += zxids
-            self._sizes += sizes
-            self._bound = zxids[-1]
+        encode_txns(txns, self._bound, self._parts, self._zxids)
+        if self._zxids:
+            self._bound = self._zxids[-1]
 
     def truncate(self, zxid: Zxid) -> None:
         """Drop every record after ``zxid``: buffered ones now, durable ones at the next sync."""
         if zxid >= self._bound:
             return
         k = bisect_right(self._zxids, zxid)
-        del self._zxids[k:], self._sizes[k:], self._parts[3 * k :]
+        del self._zxids[k:], self._parts[3 * k :]
         if self._zxids:
             self._bound = self._zxids[-1]
             return
@@ -369,7 +401,7 @@ class TxnLog:
         self._bound = max(self._bound, zxid)
 
     def discard_pending(self) -> None:
-        self._parts, self._zxids, self._sizes = [], [], []
+        self._parts, self._zxids = [], []
         self._pending_trunc = None
         self._bound = self.tail
 
@@ -388,15 +420,11 @@ class TxnLog:
             act = self._roll(len(data))
         fsutil.pwrite_all(act.fd, data, act.end)
         os.fdatasync(act.fd)
-        off = act.end
-        offsets = act.offsets
-        for size in self._sizes:
-            offsets.append(off)
-            off += size
-        act.zxids.extend(self._zxids)
-        act.end = off
-        self.tail = Zxid(self._zxids[-1])
-        self._parts, self._zxids, self._sizes = [], [], []
+        act.cp_zxids.append(self._zxids[0])
+        act.cp_offsets.append(act.end)
+        act.end += len(data)
+        act.tail = self.tail = Zxid(self._zxids[-1])
+        self._parts, self._zxids = [], []
 
     def _cut(self, zxid: Zxid) -> None:
         """Durably drop records after ``zxid`` (which is below the durable tail).
@@ -422,16 +450,24 @@ class TxnLog:
             act = self._active = self._open_active(
                 read_segment(self.dir, seg, keep_after=1 << 64, may_be_torn=False)
             )
-        k = bisect_right(act.zxids, zxid)
-        if k < len(act.zxids):
-            cut = act.offsets[k]
+        if zxid < act.tail:
+            # The records after zxid start inside the region of the last checkpoint <= zxid.
+            k = bisect_right(act.cp_zxids, zxid)
+            if k == 0:
+                cut, tail = act.cp_offsets[0], act.info.prev
+            else:
+                start = act.cp_offsets[k - 1]
+                stop = act.cp_offsets[k] if k < len(act.cp_offsets) else act.end
+                rel, last = first_after(os.pread(act.fd, stop - start, start), zxid)
+                cut, tail = start + rel, Zxid(last) if last is not None else act.info.prev
             os.ftruncate(act.fd, cut)
             os.fsync(act.fd)
             if act.info.preallocated:
                 fsutil.zero_fill(act.fd, cut, act.capacity)
                 os.fsync(act.fd)
-            del act.zxids[k:], act.offsets[k:]
-            act.end = cut
+            k = bisect_right(act.cp_offsets, cut - 1)  # keep checkpoints before the cut
+            del act.cp_zxids[k:], act.cp_offsets[k:]
+            act.end, act.tail = cut, tail
             log.info("%s: truncated to %s at offset %d", act.info.name, fmt(zxid), cut)
         self.tail = act.tail
 
@@ -446,7 +482,11 @@ class TxnLog:
         try:
             size = os.fstat(fd).st_size
             if scan.torn is not None:
-                log.warning("%s: torn last record at offset %d (crash mid-write); cutting it off", info.name, scan.torn)
+                log.warning(
+                    "%s: torn last record at offset %d (crash mid-write); cutting it off",
+                    info.name,
+                    scan.torn,
+                )
                 os.ftruncate(fd, scan.torn)
                 os.fsync(fd)
                 size = scan.torn
@@ -457,12 +497,14 @@ class TxnLog:
         except BaseException:
             os.close(fd)
             raise
-        return _Active(info, fd, scan.end, capacity, scan.zxids, scan.offsets)
+        return _Active(info, fd, scan.end, capacity, scan.tail, scan.zxids, scan.offsets)
 
     def _roll(self, nbytes: int) -> _Active:
         """Create the next segment (complete and durable before it is visible) and make it active."""
         seq = self.segments[-1].seq + 1 if self.segments else 0
-        info = SegmentInfo(self.generation, seq, self.tail, segment_name(self.generation, seq), self.preallocate)
+        info = SegmentInfo(
+            self.generation, seq, self.tail, segment_name(self.generation, seq), self.preallocate
+        )
         need = SEG_HEADER_SIZE + nbytes
         capacity = self.segment_bytes if need <= self.segment_bytes else (need + _PAGE - 1) // _PAGE * _PAGE
         path = os.path.join(self.dir, info.name)
@@ -481,7 +523,7 @@ class TxnLog:
         if self._active is not None:
             os.close(self._active.fd)
         self.segments.append(info)
-        self._active = _Active(info, fd, SEG_HEADER_SIZE, capacity)
+        self._active = _Active(info, fd, SEG_HEADER_SIZE, capacity, self.tail)
         log.debug("%s: new segment after %s (%d bytes)", info.name, fmt(self.tail), capacity)
         return self._active
 

@@ -51,7 +51,14 @@ class Model:
 
     @classmethod
     def of(cls, st: DurableState) -> Model:
-        return cls((st.accepted_epoch, st.accepted_leader), st.current_epoch, st.snapshot_zxid, st.snapshot, st.txns, st.last_zxid)
+        return cls(
+            (st.accepted_epoch, st.accepted_leader),
+            st.current_epoch,
+            st.snapshot_zxid,
+            st.snapshot,
+            st.txns,
+            st.last_zxid,
+        )
 
     def view(self) -> tuple:
         return (
@@ -164,7 +171,9 @@ def _txns(rng: random.Random, first: Zxid, n: int, max_value: int) -> tuple[Txn,
     out = []
     z = int(first)
     for _ in range(n):
-        out.append(Txn(Zxid(z), _bytes(rng, rng.randint(0, max_value)), rng.randint(-1, 4), rng.randint(0, 1 << 40)))
+        out.append(
+            Txn(Zxid(z), _bytes(rng, rng.randint(0, max_value)), rng.randint(-1, 4), rng.randint(0, 1 << 40))
+        )
         z += 1
     return tuple(out)
 
@@ -208,7 +217,9 @@ def iter_ops(
             if rng.random() < 0.15:  # cut the buffered batch itself, then carry on
                 cut = rng.choice(batch).zxid
                 steps.append(("truncate", cut))
-                steps.append(("append", _txns(rng, _next(batch[-1].zxid, True), rng.randint(1, 3), max_value)))
+                steps.append(
+                    ("append", _txns(rng, _next(batch[-1].zxid, True), rng.randint(1, 3), max_value))
+                )
             op = Sync(tuple(steps))
         elif r < 0.6:
             op = Accepted(m.accepted[0] + rng.randint(1, 2), rng.randint(0, 4))
@@ -216,7 +227,9 @@ def iter_ops(
             op = Current(max(m.current, m.accepted[0]))
         elif r < 0.85:
             z = rng.choice(above) if above else m.snap_zxid
-            state = fold(m.snap, [t for t in m.log if m.snap_zxid < t.zxid <= z]) + _bytes(rng, rng.randint(0, max_snap))
+            state = fold(m.snap, [t for t in m.log if m.snap_zxid < t.zxid <= z]) + _bytes(
+                rng, rng.randint(0, max_snap)
+            )
             op = Save(z, state)
         elif r < 0.93 or not reopen:
             z = rng.choice([m.snap_zxid, m.last, int(_next(m.hi, True)) - 1])
@@ -247,7 +260,11 @@ def run_op(store, op: Op):  # type: ignore[no-untyped-def]
     elif isinstance(op, Install):
         store.install_snapshot(Zxid(op.zxid), op.state)
     elif isinstance(op, Reopen):
-        opts = dict(keep_snapshots=store.keep_snapshots, segment_bytes=store.segment_bytes, preallocate=store.preallocate)
+        opts = dict(
+            keep_snapshots=store.keep_snapshots,
+            segment_bytes=store.segment_bytes,
+            preallocate=store.preallocate,
+        )
         store.close()
         store = DiskStore(store.path, **opts)
     return store
@@ -260,7 +277,18 @@ class Crash(BaseException):
     """The process 'dies' here: nothing after this point runs."""
 
 
-_PATCHED = ("open", "close", "write", "pwrite", "fsync", "fdatasync", "replace", "rename", "unlink", "ftruncate")
+_PATCHED = (
+    "open",
+    "close",
+    "write",
+    "pwrite",
+    "fsync",
+    "fdatasync",
+    "replace",
+    "rename",
+    "unlink",
+    "ftruncate",
+)
 
 
 @dataclass
@@ -282,7 +310,9 @@ class Injector:
     fired: bool = False
 
     def _ours(self, path) -> bool:  # type: ignore[no-untyped-def]
-        return isinstance(path, (str, bytes, os.PathLike)) and os.path.abspath(os.fsdecode(path)).startswith(self.root)
+        return isinstance(path, (str, bytes, os.PathLike)) and os.path.abspath(os.fsdecode(path)).startswith(
+            self.root
+        )
 
     @contextmanager
     def installed(self) -> Iterator[Injector]:

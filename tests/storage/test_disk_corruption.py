@@ -67,7 +67,9 @@ def build(path: str, *, install: bool = False, seed: int = 0) -> DurableState:
             s.sync()
             if round_ in (5, 9, 12):
                 z = history[-2].zxid if len(batch) > 1 else history[-1].zxid
-                s.save_snapshot(z, fold(base, [t for t in history if t.zxid <= z]) + b"pad" * rng.randint(0, 50))
+                s.save_snapshot(
+                    z, fold(base, [t for t in history if t.zxid <= z]) + b"pad" * rng.randint(0, 50)
+                )
         st = s.recover()
     assert fold(st.snapshot, st.txns) == fold(base, history)
     return st
@@ -113,13 +115,19 @@ def judge(orig: DurableState, path: str, target: str, lo: int, must_keep: list[i
         assert s2.recover().txns[-1].zxid == nxt
     if st == orig:
         return "intact"
-    if target == newest(path, "log.") and st.snapshot_zxid == orig.snapshot_zxid and st.snapshot == orig.snapshot:
+    if (
+        target == newest(path, "log.")
+        and st.snapshot_zxid == orig.snapshot_zxid
+        and st.snapshot == orig.snapshot
+    ):
         assert st.txns == orig.txns[: len(st.txns)], "torn-tail recovery must give a prefix of the log"
         kept = {t.zxid for t in st.txns}
         assert all(z in kept or z <= st.snapshot_zxid for z in must_keep), "lost records before the damage"
         return "torn"
     if target.startswith("snap."):
-        assert fold(st.snapshot, st.txns) == fold(orig.snapshot, orig.txns), "fallback must give the same state"
+        assert fold(st.snapshot, st.txns) == fold(orig.snapshot, orig.txns), (
+            "fallback must give the same state"
+        )
         assert st.last_zxid == orig.last_zxid and st.snapshot_zxid < orig.snapshot_zxid
         assert tuple(t for t in st.txns if t.zxid > orig.snapshot_zxid) == orig.txns
         return "fallback"
@@ -159,7 +167,11 @@ def test_random_damage_is_never_a_wrong_answer(tmp_path, fast_sync, install):
             data[lo : lo + n] = rng.randbytes(len(data[lo : lo + n]))
         with open(p, "wb") as f:
             f.write(data)
-        must_keep = [z for z, (_, e) in zip(last_zxids, last_records) if e <= lo] if target == last_seg else []
+        must_keep = (
+            [z for z, (_, e) in zip(last_zxids, last_records, strict=True) if e <= lo]
+            if target == last_seg
+            else []
+        )
         outcome = judge(orig, d, target, lo, must_keep)
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
         shutil.rmtree(d)
@@ -217,8 +229,14 @@ def test_zeroed_header_mid_log_is_refused(tmp_path):
         DiskStore(d, segment_bytes=SEG)
 
 
+def _encode(txns: list[Txn], after: int) -> list[bytes]:
+    parts: list[bytes] = []
+    encode_txns(txns, after, parts, [])
+    return parts
+
+
 def _segment(info: SegmentInfo, txns: list[Txn], after: int, size: int = 4096) -> bytes:
-    parts, _, _ = encode_txns(txns, after)
+    parts = _encode(txns, after)
     body = encode_segment_header(info.generation, info.seq, info.prev, True) + b"".join(parts)
     return body + bytes(size - len(body))
 
@@ -228,7 +246,7 @@ def test_zxids_going_backwards_are_refused(tmp_path):
     d.mkdir()
     info = SegmentInfo(0, 0, Zxid(0), "log.00000000.00000000", True)
     a = _segment(info, [Txn(Zxid.of(1, 5), b"a")], 0)
-    parts, _, _ = encode_txns([Txn(Zxid.of(1, 3), b"b")], 0)  # valid checksum, wrong order
+    parts = _encode([Txn(Zxid.of(1, 3), b"b")], 0)  # valid checksum, wrong order
     recs = record_ends(a)
     img = bytearray(a)
     img[recs[-1][1] : recs[-1][1] + len(parts[0] + parts[1] + parts[2])] = parts[0] + parts[1] + parts[2]
@@ -343,7 +361,9 @@ def test_interrupted_install_leftovers_are_ignored_and_removed(tmp_path):
     with DiskStore(d, segment_bytes=SEG) as s:
         st = s.recover()
         assert (st.snapshot_zxid, st.snapshot, st.txns) == (Zxid.of(2, 0), b"new", ())
-    assert sorted(n for n in os.listdir(d) if n.startswith(("log.", "snap."))) == ["snap.00000001.0000000200000000"]
+    assert sorted(n for n in os.listdir(d) if n.startswith(("log.", "snap."))) == [
+        "snap.00000001.0000000200000000"
+    ]
 
 
 # -- fuzzing the readers ------------------------------------------------------------------------------
@@ -357,7 +377,9 @@ _FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthC
 def test_fuzz_scan_segment_random_bytes(data, torn_ok, prealloc):
     info = SegmentInfo(0, 0, Zxid(0), _INFO.name, prealloc)
     try:
-        res = scan_segment(info, encode_segment_header(0, 0, 0, prealloc) + data, keep_after=0, may_be_torn=torn_ok)
+        res = scan_segment(
+            info, encode_segment_header(0, 0, 0, prealloc) + data, keep_after=0, may_be_torn=torn_ok
+        )
     except CorruptionError:
         return
     zs = [t.zxid for t in res.txns]

@@ -54,21 +54,26 @@ def workload(seed: int) -> tuple[list[Op], list[Model]]:
 
 def run(path: str, ops: list[Op], inj: Injector | None) -> tuple[int, BaseException | None, DiskStore | None]:
     """Run the workload; returns (index of the op in progress or len(ops), what stopped it, store)."""
-    j = -1
+    progress = [-1]  # index of the op in progress (-1: opening)
     store = None
+
+    def go() -> None:
+        nonlocal store
+        store = DiskStore(path, **OPTS)
+        for i, op in enumerate(ops):
+            progress[0] = i
+            store = run_op(store, op)
+        progress[0] = len(ops)
+
     try:
         if inj is None:
-            store = DiskStore(path, **OPTS)
-            for j, op in enumerate(ops):
-                store = run_op(store, op)
+            go()
         else:
             with inj.installed():
-                store = DiskStore(path, **OPTS)
-                for j, op in enumerate(ops):
-                    store = run_op(store, op)
+                go()
         return len(ops), None, store
     except (Crash, StorageError) as e:
-        return j, e, store
+        return progress[0], e, store
 
 
 def allowed(ops: list[Op], models: list[Model], j: int) -> list[tuple]:
@@ -106,7 +111,9 @@ def count_points(tmp_path, ops: list[Op]) -> int:
 @pytest.mark.parametrize("action", ["crash", "powercut", "error"])
 def test_fault_at_every_point(tmp_path, fast_sync, seed, action):
     ops, models = workload(seed)
-    assert any(type(op).__name__ == "Install" for op in ops) and any(type(op).__name__ == "Save" for op in ops)
+    assert any(type(op).__name__ == "Install" for op in ops) and any(
+        type(op).__name__ == "Save" for op in ops
+    )
     n = count_points(tmp_path, ops)
     assert n > 50
     rng = random.Random(seed * 1000 + len(action))
@@ -119,7 +126,7 @@ def test_fault_at_every_point(tmp_path, fast_sync, seed, action):
         if action == "error":
             assert isinstance(err, StorageError), what
             if store is not None and j >= 0 and not store._closed:
-                for call in (store.recover, store.sync, lambda: store.write_current_epoch(99)):
+                for call in (store.recover, store.sync, lambda s=store: s.write_current_epoch(99)):
                     with pytest.raises(StorageError):
                         call()
         else:
@@ -152,7 +159,9 @@ def test_crash_during_recovery_repairs(tmp_path, fast_sync, seed):
             DiskStore(probe, **OPTS).close()
         shutil.rmtree(probe)
         if pinj.count:
-            inj2 = Injector(os.path.abspath(d), at=rng.randrange(pinj.count), action="crash", rng=random.Random(k))
+            inj2 = Injector(
+                os.path.abspath(d), at=rng.randrange(pinj.count), action="crash", rng=random.Random(k)
+            )
             with pytest.raises(Crash), inj2.installed():
                 DiskStore(d, **OPTS)
         check_reopen(d, ops, models, j, f"crash at {k}, then in reopen")

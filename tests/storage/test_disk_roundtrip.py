@@ -23,7 +23,10 @@ from zabray.protocol.zxid import Zxid
 
 
 def txns(epoch: int, first: int, n: int, size: int = 100) -> list[Txn]:
-    return [Txn(Zxid.of(epoch, c), bytes([c % 251]) * size, origin=c % 3, request_id=c) for c in range(first, first + n)]
+    return [
+        Txn(Zxid.of(epoch, c), bytes([c % 251]) * size, origin=c % 3, request_id=c)
+        for c in range(first, first + n)
+    ]
 
 
 def zx(st: DurableState) -> list[int]:
@@ -32,8 +35,12 @@ def zx(st: DurableState) -> list[int]:
 
 def reopen(store: DiskStore) -> DiskStore:
     store.close()
-    return DiskStore(store.path, keep_snapshots=store.keep_snapshots, segment_bytes=store.segment_bytes,
-                     preallocate=store.preallocate)
+    return DiskStore(
+        store.path,
+        keep_snapshots=store.keep_snapshots,
+        segment_bytes=store.segment_bytes,
+        preallocate=store.preallocate,
+    )
 
 
 @pytest.fixture(params=[True, False], ids=["prealloc", "grow"])
@@ -95,7 +102,10 @@ def test_truncate_to_epoch_boundary_not_in_log(store):
     store.truncate(Zxid.of(2, 0))
     store.append(txns(4, 1, 2))
     store.sync()
-    assert zx(reopen(store).recover()) == [Zxid.of(1, c) for c in range(1, 6)] + [Zxid.of(4, 1), Zxid.of(4, 2)]
+    assert zx(reopen(store).recover()) == [Zxid.of(1, c) for c in range(1, 6)] + [
+        Zxid.of(4, 1),
+        Zxid.of(4, 2),
+    ]
 
 
 def test_truncate_inside_the_buffer(store):
@@ -136,7 +146,10 @@ def test_install_snapshot_replaces_history(store):
     assert (st.snapshot_zxid, st.snapshot, st.txns) == (Zxid.of(2, 5), b"leader-state", ())
     store = reopen(store)
     assert store.recover() == st
-    assert all(not n.startswith("log.00000000") and n != "snap.00000000.0000000100000000" for n in os.listdir(store.path))
+    assert all(
+        not n.startswith("log.00000000") and n != "snap.00000000.0000000100000000"
+        for n in os.listdir(store.path)
+    )
     store.append(txns(2, 6, 4))
     store.sync()
     st = reopen(store).recover()
@@ -173,7 +186,9 @@ def test_save_snapshot_and_replay_equals_applying_every_txn(tmp_path):
     history: list[Txn] = []
     c = 0
     for round_ in range(12):
-        batch = [Txn(Zxid.of(1, c + i + 1), rng.randbytes(rng.randint(0, 400))) for i in range(rng.randint(1, 15))]
+        batch = [
+            Txn(Zxid.of(1, c + i + 1), rng.randbytes(rng.randint(0, 400))) for i in range(rng.randint(1, 15))
+        ]
         c += len(batch)
         history += batch
         s.append(batch)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import itertools
 import os
 import random
-import signal
 import select
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -79,10 +79,10 @@ def test_sigkill_at_random_moments(tmp_path):
         with DiskStore(d, segment_bytes=SEGMENT) as s:
             got = view_of(s.recover())
             allowed = allowed_views(models[j + 1], ops[j + 1], models[j + 2])
-            assert got in allowed, f"iteration {it}: kill during {type(ops[j + 1]).__name__} gave a state not allowed"
-            outcomes[
-                "before" if got == allowed[0] else "after" if got == allowed[1] else "partial"
-            ] += 1
+            assert got in allowed, (
+                f"iteration {it}: kill during {type(ops[j + 1]).__name__} gave a state not allowed"
+            )
+            outcomes["before" if got == allowed[0] else "after" if got == allowed[1] else "partial"] += 1
             # The store accepts appends again, and they survive the next reopen.
             last = s.recover().last_zxid
             marker = Txn(Zxid.of(Zxid(last).epoch + 1, 1), b"parent-%d" % it)
