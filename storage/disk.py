@@ -229,13 +229,19 @@ class DiskStore:
             self._log.sync()
 
     def write_accepted_epoch(self, epoch: int, leader: int) -> None:
+        """Atomically and durably record acceptedEpoch and its leader (after any buffered log changes)."""
         epochs.validate(epoch, leader)
         with self._io("write_accepted_epoch"):
+            if self._log.dirty:  # apply_persists already did; keeps the order for direct callers
+                self._log.sync()
             epochs.write(self.path, epochs.ACCEPTED_EPOCH, epochs.EpochRecord(epoch, leader))
 
     def write_current_epoch(self, epoch: int) -> None:
+        """Atomically and durably record currentEpoch (after any buffered log changes: history first)."""
         epochs.validate(epoch)
         with self._io("write_current_epoch"):
+            if self._log.dirty:
+                self._log.sync()
             epochs.write(self.path, epochs.CURRENT_EPOCH, epochs.EpochRecord(epoch, -1))
 
     def install_snapshot(self, zxid: Zxid, state: bytes) -> None:

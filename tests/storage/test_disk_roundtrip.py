@@ -33,14 +33,26 @@ def zx(st: DurableState) -> list[int]:
     return [t.zxid for t in st.txns]
 
 
+_OPENED: list[DiskStore] = []
+
+
 def reopen(store: DiskStore) -> DiskStore:
     store.close()
-    return DiskStore(
+    new = DiskStore(
         store.path,
         keep_snapshots=store.keep_snapshots,
         segment_bytes=store.segment_bytes,
         preallocate=store.preallocate,
     )
+    _OPENED.append(new)
+    return new
+
+
+@pytest.fixture(autouse=True)
+def _close_reopened():  # type: ignore[no-untyped-def]
+    yield
+    while _OPENED:
+        _OPENED.pop().close()
 
 
 @pytest.fixture(params=[True, False], ids=["prealloc", "grow"])
@@ -344,3 +356,11 @@ def run_op_memory(mem: MemoryStore, op) -> None:  # type: ignore[no-untyped-def]
 
     if not isinstance(op, Reopen):
         run_op(mem, op)
+
+
+def test_epoch_write_makes_buffered_history_durable_first(store):
+    """History, then currentEpoch, in durability order even without apply_persists."""
+    store.append(txns(2, 1, 3))
+    store.write_current_epoch(2)
+    st = reopen(store).recover()
+    assert st.current_epoch == 2 and zx(st) == [Zxid.of(2, c) for c in (1, 2, 3)]
