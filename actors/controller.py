@@ -70,8 +70,10 @@ class EnsembleController:
             name=f"{self.name}:replica-{sid}",
             namespace=NAMESPACE,
         )
+        previous = self.info.get(sid, {}).get("incarnation", -1)
         handle = actor.remote(ensemble=self.name, sid=sid, config=self.cfg.to_dict(), voters=self.voters,
-                              observers=self.observers, data_dir=self.data_dir(sid), run_dir=self.run_dir)
+                              observers=self.observers, data_dir=self.data_dir(sid), run_dir=self.run_dir,
+                              min_incarnation=previous + 1)
         info = await handle.start.remote()
         self.handles[sid] = handle
         self.info[sid] = info

@@ -50,23 +50,27 @@ log = logging.getLogger(__name__)
 _SYNC_TYPES = (Diff, Trunc, Snap)
 
 
-def next_incarnation(data_dir: Path) -> int:
-    """Bump and durably record the incarnation: channel ids must never repeat across restarts."""
+def next_incarnation(data_dir: Path, at_least: int = 0) -> int:
+    """Bump and durably record the incarnation: channel ids must never repeat across restarts,
+    even for a replica rebuilt from an empty disk (the controller passes ``at_least``)."""
     path = data_dir / "incarnation"
     current = int(read_file(str(path)).decode()) if path.exists() else -1
-    atomic_write(str(data_dir), "incarnation", [str(current + 1).encode()])
-    return current + 1
+    nxt = max(current + 1, at_least)
+    atomic_write(str(data_dir), "incarnation", [str(nxt).encode()])
+    return nxt
 
 
 class ReplicaServer:
     def __init__(self, *, ensemble: str, sid: int, config: EnsembleConfig | dict[str, Any], voters: list[int],
-                 observers: list[int], data_dir: str, run_dir: str | None = None) -> None:
+                 observers: list[int], data_dir: str, run_dir: str | None = None,
+                 min_incarnation: int = 0) -> None:
         self.ensemble = ensemble
         self.sid = sid
         self.cfg = config = EnsembleConfig.load(config)
         self.proto = config.protocol(frozenset(voters), frozenset(observers))
         self.data_dir = Path(data_dir)
         self.run_dir = Path(run_dir) if run_dir else None
+        self.min_incarnation = min_incarnation
         self.node: Node | None = None
         self.transport: PeerTransport | None = None
         self.fatal: str | None = None
@@ -90,7 +94,7 @@ class ReplicaServer:
         loop = asyncio.get_running_loop()
         self.loop = loop
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.incarnation = next_incarnation(self.data_dir)
+        self.incarnation = next_incarnation(self.data_dir, self.min_incarnation)
         self.store = DiskStore(self.data_dir / "store", keep_snapshots=self.cfg.keep_snapshots)
         durable = await loop.run_in_executor(self._io, self.store.recover)
         self.node = Node(self.sid, self.proto, durable, incarnation=self.incarnation)

@@ -110,8 +110,14 @@ class Ensemble:
             pass
         run = Path(run_dir) if run_dir else Path(cfg.run_dir) / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
         run.mkdir(parents=True, exist_ok=True)
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        # The controller lives on the driver's node (the head, usually), not on a worker node
+        # that a user may take away to exercise recovery.
+        here = ray.get_runtime_context().get_node_id()
         controller = ray.remote(EnsembleController).options(
             name=controller_name(name), namespace=NAMESPACE, lifetime="detached", num_cpus=0, max_concurrency=100,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True),
         ).remote(name, replicas, observers, cfg.to_dict(), str(run.resolve()))
         try:
             info = ray.get(controller.start.remote(), timeout=120)
