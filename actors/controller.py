@@ -9,6 +9,7 @@ partition, heal, stop. It is never on the data path.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import shutil
@@ -21,6 +22,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.replica import ReplicaActor
+from zabray import trace
 from zabray.config import EnsembleConfig
 from zabray.errors import ConfigError, NotRunningError
 
@@ -47,6 +49,27 @@ class EnsembleController:
         self.paused: set[int] = set()
         self.groups: list[list[int]] | None = None
         self.started_at = time.time()
+        self._open_faults: dict[tuple[str, str], float] = {}
+
+    def _fault(self, kind: str, target: list[int] | str, *, ends: str | None = None) -> None:
+        """Record a fault in the run's trace: ``kind`` starts now; ``ends`` closes an open one."""
+        now = time.time()
+        tgt = target if isinstance(target, str) else ",".join(str(t) for t in target)
+        rows = []
+        if ends is not None:
+            start = self._open_faults.pop((ends, tgt), None)
+            if start is not None:
+                rows.append(trace.Fault(ends, tgt, start, now))
+        if kind:
+            rows.append(trace.Fault(kind, tgt, now, None if kind in ("pause", "partition") else now))
+            if kind in ("pause", "partition"):
+                self._open_faults[(kind, tgt)] = now
+        path = Path(self.run_dir) / "trace" / "faults.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as fh:
+            for rec in rows:
+                fh.write(json.dumps(trace.row(rec, run=self.name, src="controller", replica=-1, inc=0, t=now),
+                                    separators=(",", ":")) + "\n")
 
     def data_dir(self, sid: int) -> str:
         return str(Path(self.cfg.data_dir) / self.name / f"replica-{sid}")
@@ -144,6 +167,7 @@ class EnsembleController:
             self._signal(sid, signal.SIGCONT)
             self.paused.discard(sid)
         ray.kill(h, no_restart=True)
+        self._fault("kill", [sid])
 
     async def restart(self, sid: int, fresh: bool = False) -> dict[str, Any]:
         """Recover ``sid`` from its disk on the node that holds it; ``fresh`` wipes it and lets
@@ -164,6 +188,7 @@ class EnsembleController:
         await self._publish_peers()
         if self.groups is not None:
             await self._apply_partition()
+        self._fault("restart-fresh" if fresh else "restart", [sid])
         return self.info[sid]
 
     def _signal(self, sid: int, sig: int) -> None:
@@ -179,6 +204,7 @@ class EnsembleController:
             raise NotRunningError(f"replica {sid} is not running")
         self._signal(sid, signal.SIGSTOP)
         self.paused.add(sid)
+        self._fault("pause", [sid])
 
     async def resume(self, sid: int) -> None:
         self._check(sid)
@@ -186,6 +212,7 @@ class EnsembleController:
             raise NotRunningError(f"replica {sid} is not paused")
         self._signal(sid, signal.SIGCONT)
         self.paused.discard(sid)
+        self._fault("", [sid], ends="pause")
 
     async def partition(self, groups: list[list[int]]) -> None:
         """Cut every TCP link between replicas of different groups, both ways."""
@@ -195,6 +222,7 @@ class EnsembleController:
         rest = [s for s in self.members if s not in flat]
         self.groups = [list(g) for g in groups] + ([rest] if rest else [])
         await self._apply_partition()
+        self._fault("partition", " | ".join(",".join(map(str, g)) for g in self.groups))
 
     async def _apply_partition(self) -> None:
         assert self.groups is not None
@@ -208,6 +236,8 @@ class EnsembleController:
         await asyncio.gather(*calls, return_exceptions=True)
 
     async def heal(self) -> None:
+        if self.groups is not None:
+            self._fault("", " | ".join(",".join(map(str, g)) for g in self.groups), ends="partition")
         self.groups = None
         calls = [h.unblock.remote(self.members) for s, h in self.handles.items() if s not in self.paused]
         await asyncio.gather(*calls, return_exceptions=True)
