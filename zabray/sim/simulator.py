@@ -19,6 +19,7 @@ import random
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from storage.base import apply_one
 from storage.memory import MemoryStore
@@ -68,6 +69,10 @@ class SimOptions:
     liveness_ticks: int = 200
     config: dict[str, int] = field(default_factory=dict)
     node_factory: Callable[..., Node] | None = None  # tests plant broken cores here
+    store_factory: Callable[[int], Any] | None = None
+    """Makes a replica's store (default ``MemoryStore``). A store other than ``MemoryStore``
+    (the on-disk one) must drop unsynced writes on ``close()``; the simulator then crashes a
+    replica by closing its store and recovers it by opening a new one."""
 
 
 @dataclass
@@ -91,9 +96,11 @@ class SimResult:
 
 
 class SimReplica:
-    def __init__(self, sid: int) -> None:
+    def __init__(self, sid: int, factory: Callable[[int], Any] | None = None) -> None:
         self.sid = sid
-        self.store = MemoryStore()
+        self.factory = factory
+        self.store: Any = factory(sid) if factory else MemoryStore()
+        self.dirty = False  # appended or truncated since the last fsync
         self.node: Node | None = None
         self.incarnation = -1
         self.pending: deque[Persist] = deque()  # emitted, not yet written
@@ -121,7 +128,7 @@ class Simulation:
         )
         params.update(opt.config)
         self.cfg = ProtocolConfig(voters=voters, observers=observers, **params)
-        self.replicas = {sid: SimReplica(sid) for sid in sorted(self.cfg.members)}
+        self.replicas = {sid: SimReplica(sid, opt.store_factory) for sid in sorted(self.cfg.members)}
         self.checker = Checker()
         self.want_timeline = timeline
         self.timeline: list[str] = []
@@ -169,7 +176,7 @@ class Simulation:
         node = r.node
         assert node is not None
         unsynced = [type(a).__name__ for a in r.pending]
-        if r.store.dirty:
+        if r.dirty:
             unsynced.insert(0, "written-not-synced")
         if r.told < r.synced:
             unsynced.append("durable-not-acknowledged")
@@ -177,7 +184,13 @@ class Simulation:
                 PeerState.OBSERVING: "observer", PeerState.LOOKING: "looking"}[node.state]
         point = f"{role}/{node.role.phase_name()}/after {r.last_event}/" + (",".join(unsynced) or "clean")
         self.crash_points[point] += 1
-        r.store.crash()
+        if isinstance(r.store, MemoryStore):
+            r.store.crash()
+        else:  # the on-disk store: closing drops unsynced writes; reopen from what is on disk
+            r.store.close()
+            assert r.factory is not None
+            r.store = r.factory(sid)
+        r.dirty = False
         r.pending.clear()
         r.node = None
         self.net.crash(sid)
@@ -238,6 +251,8 @@ class Simulation:
     def _check_ack(self, sid: int, r: SimReplica, msg: Message) -> None:
         """The durability rule, checked against the store itself."""
         st = r.store
+        if not isinstance(st, MemoryStore):
+            return  # the durability rule is checked against the in-memory store's durable part
         t = type(msg)
         if t is Ack or t is AckNewLeader:
             z = msg.zxid  # type: ignore[attr-defined]
@@ -306,8 +321,8 @@ class Simulation:
     def _write(self, sid: int) -> None:
         r = self.replicas[sid]
         a = r.pending.popleft()
-        dirty_before = r.store.dirty
-        dirty = apply_one(r.store, a, dirty_before)
+        dirty = apply_one(r.store, a, r.dirty)
+        r.dirty = dirty
         r.written = a.token
         if not dirty:  # an epoch/snapshot write: durable, and it synced the log first
             r.synced = a.token
@@ -316,6 +331,7 @@ class Simulation:
     def _fsync(self, sid: int) -> None:
         r = self.replicas[sid]
         r.store.sync()
+        r.dirty = False
         r.synced = r.written
         self._log(f"disk {sid}: fsync (durable through token {r.synced})")
 
