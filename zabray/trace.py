@@ -9,7 +9,8 @@ change and renaming one needs a new ``SCHEMA_VERSION``.
 Kinds and what they promise:
 
 ``state``      a replica entered ``state`` (LOOKING/FOLLOWING/LEADING/OBSERVING) for ``epoch``,
-               following ``leader`` (-1 while looking).
+               following ``leader`` (-1 while looking); STARTED marks a new incarnation
+               (a start or restart from disk).
 ``established`` a leader's epoch is established (a quorum acked NEWLEADER); ``zxid`` ends its
                initial history.
 ``propose``    leader ``replica`` broadcast ``zxid`` (epoch ``epoch``) with value ``digest``.
@@ -19,17 +20,20 @@ Kinds and what they promise:
 ``client``     one client operation: ``session``, ``op``, ``path``, ``invoke_t``,
                ``complete_t``, ``outcome`` (ok/failed/unknown), ``zxid`` (the zxid it wrote, or
                the zxid its read saw), ``digest`` of the value written.
-``fault``      the injector applied ``fault`` to ``target`` (a replica sid list as text)
-               from ``start`` to ``end`` (end null while it lasts).
+``fault``      ``fault`` (kill, restart, restart-fresh, pause, partition, ...) was applied to
+               ``target`` (replica sids as text, e.g. "2" or "1 | 2,3" for partition groups)
+               from ``start`` to ``end`` (``end`` = ``start`` for instant faults; a pause or
+               partition gets a second row with its ``end`` once it is lifted).
 
 ``t`` is seconds (wall clock, float) in real runs and the simulated tick in simulated runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 SCHEMA_VERSION = 1
@@ -127,10 +131,21 @@ class Fault:
     kind: str = "fault"
 
 
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _fields(cls: type) -> tuple[str, ...]:
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
 def row(record: Any, *, run: str, src: str, replica: int, inc: int, t: float) -> dict[str, Any]:
-    """One trace row: the envelope plus the record's own fields."""
+    """One trace row: the envelope plus the record's own fields (records hold only scalars)."""
     out: dict[str, Any] = {"v": SCHEMA_VERSION, "run": run, "src": src, "replica": replica, "inc": inc, "t": t}
-    out.update(asdict(record))
+    for name in _fields(type(record)):
+        out[name] = getattr(record, name)
     return out
 
 
