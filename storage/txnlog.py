@@ -38,6 +38,7 @@ import logging
 import os
 import re
 import struct
+import threading
 import zlib
 from array import array
 from bisect import bisect_right
@@ -312,6 +313,64 @@ def read_segment(dirpath: str, info: SegmentInfo, *, keep_after: int, may_be_tor
 
 # -- the writer -----------------------------------------------------------------------------------
 
+# Zero-fill the next segment in a background thread while the current one fills up, so a rollover
+# only writes a header and renames. Tests that count I/O calls turn it off for determinism.
+BACKGROUND_PREALLOCATION = True
+SPARE_NAME = "spare" + fsutil.TMP_SUFFIX
+
+
+class _Spare:
+    """A zero-filled file for the next segment, prepared by a daemon thread.
+
+    It carries no identity until a rollover writes a header into it and renames it, and its
+    name ends in ``.tmp``, so a crash at any point leaves nothing recovery must understand.
+    A failure here is not a storage failure: the rollover just makes the segment itself.
+    """
+
+    def __init__(self, dirpath: str, size: int) -> None:
+        self.path = os.path.join(dirpath, SPARE_NAME)
+        self.size = size
+        self._error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._fill, name="zabray-prealloc", daemon=True)
+        self._thread.start()
+
+    def _fill(self) -> None:
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                step = 1 << 20
+                for off in range(0, self.size, step):
+                    if self._stop.is_set():
+                        return
+                    fsutil.zero_fill(fd, off, min(off + step, self.size))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except BaseException as e:  # reported to the rollover, which then does the work itself
+            self._error = e
+
+    def take(self) -> str | None:
+        """Wait for the file; its path when ready (the caller now owns it), else None."""
+        self._thread.join()
+        if self._error is not None or self._stop.is_set():
+            if self._error is not None:
+                log.warning("background preallocation failed: %s", self._error)
+            self._discard()
+            return None
+        return self.path
+
+    def cancel(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._discard()
+
+    def _discard(self) -> None:
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
 
 @dataclass(slots=True)
 class _Active:
@@ -359,6 +418,7 @@ class TxnLog:
         self.segment_bytes = segment_bytes
         self.preallocate = preallocate
         self._active: _Active | None = None
+        self._spare: _Spare | None = None
         self.tail: Zxid = base if not segments else (last.tail if last else segments[-1].prev)
         if last is not None:
             self._active = self._open_active(last)
@@ -425,6 +485,13 @@ class TxnLog:
         act.end += len(data)
         act.tail = self.tail = Zxid(self._zxids[-1])
         self._parts, self._zxids = [], []
+        if (
+            self._spare is None
+            and self.preallocate
+            and BACKGROUND_PREALLOCATION
+            and 2 * act.end >= act.capacity
+        ):
+            self._spare = _Spare(self.dir, self.segment_bytes)
 
     def _cut(self, zxid: Zxid) -> None:
         """Durably drop records after ``zxid`` (which is below the durable tail).
@@ -509,10 +576,18 @@ class TxnLog:
         capacity = self.segment_bytes if need <= self.segment_bytes else (need + _PAGE - 1) // _PAGE * _PAGE
         path = os.path.join(self.dir, info.name)
         tmp = path + fsutil.TMP_SUFFIX
-        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        spare, self._spare = self._spare, None
+        ready = None
+        if spare is not None:
+            ready = spare.take() if spare.size == capacity and self.preallocate else spare.cancel()
+        if ready is not None:
+            tmp = ready
+            fd = os.open(tmp, os.O_RDWR)
+        else:
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             fsutil.pwrite_all(fd, encode_segment_header(self.generation, seq, self.tail, self.preallocate), 0)
-            if self.preallocate:
+            if self.preallocate and ready is None:
                 fsutil.zero_fill(fd, SEG_HEADER_SIZE, capacity)
             os.fsync(fd)
             os.replace(tmp, path)
@@ -524,7 +599,13 @@ class TxnLog:
             os.close(self._active.fd)
         self.segments.append(info)
         self._active = _Active(info, fd, SEG_HEADER_SIZE, capacity, self.tail)
-        log.debug("%s: new segment after %s (%d bytes)", info.name, fmt(self.tail), capacity)
+        log.debug(
+            "%s: new segment after %s (%d bytes%s)",
+            info.name,
+            fmt(self.tail),
+            capacity,
+            ", zero-filled in the background" if ready else "",
+        )
         return self._active
 
     def purge(self, keep_from: Zxid) -> list[str]:
@@ -544,7 +625,7 @@ class TxnLog:
     def reset(self, generation: int, base: Zxid) -> list[SegmentInfo]:
         """Start an empty log of a new generation after ``base``; returns the old segments."""
         old = self.segments
-        self.close()
+        self._close_active()
         self.generation = generation
         self.segments = []
         self.tail = base
@@ -552,6 +633,12 @@ class TxnLog:
         return old
 
     def close(self) -> None:
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.cancel()
+        self._close_active()
+
+    def _close_active(self) -> None:
         if self._active is not None:
             fd, self._active = self._active.fd, None
             os.close(fd)

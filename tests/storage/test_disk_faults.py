@@ -28,7 +28,7 @@ from disk_harness import (
     view_of,
 )
 
-from storage import DiskStore
+from storage import DiskStore, txnlog
 from zabray.errors import StorageError
 from zabray.protocol.messages import Txn
 from zabray.protocol.zxid import Zxid
@@ -42,6 +42,8 @@ def fast_sync(monkeypatch):  # type: ignore[no-untyped-def]
     sees and counts every call), and thousands of real fsyncs would only make them slow."""
     monkeypatch.setattr(os, "fsync", lambda fd: None)
     monkeypatch.setattr(os, "fdatasync", lambda fd: None)
+    # The background zero-filling thread would make the sequence of I/O points nondeterministic.
+    monkeypatch.setattr(txnlog, "BACKGROUND_PREALLOCATION", False)
 
 
 def workload(seed: int) -> tuple[list[Op], list[Model]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 
@@ -364,3 +365,24 @@ def test_epoch_write_makes_buffered_history_durable_first(store):
     store.write_current_epoch(2)
     st = reopen(store).recover()
     assert st.current_epoch == 2 and zx(st) == [Zxid.of(2, c) for c in (1, 2, 3)]
+
+
+def test_rollover_uses_background_zero_filled_spare(tmp_path, caplog):
+    path = tmp_path / "s"
+    s = DiskStore(path, segment_bytes=64 * 1024)
+    expect = []
+    with caplog.at_level(logging.DEBUG, logger="storage.txnlog"):
+        for b in range(40):
+            batch = txns(1, 10 * b + 1, 10, 1000)
+            expect += [t.zxid for t in batch]
+            s.append(batch)
+            s.sync()
+    assert sum("zero-filled in the background" in r.getMessage() for r in caplog.records) >= 3
+    assert zx(s.recover()) == expect
+    for name in os.listdir(path):
+        if name.startswith("log."):
+            assert os.path.getsize(path / name) == 64 * 1024  # fully preallocated
+    s.close()
+    assert "spare.tmp" not in os.listdir(path)  # close cancels and removes an unused spare
+    with DiskStore(path, segment_bytes=64 * 1024) as s2:
+        assert zx(s2.recover()) == expect
