@@ -34,6 +34,11 @@ from zabray.protocol.messages import Txn
 from zabray.protocol.zxid import Zxid
 
 OPTS = dict(keep_snapshots=2, segment_bytes=1024)
+GROW = dict(OPTS, preallocate=False)  # segments that grow with each write instead
+
+
+def opts_for(seed: int) -> dict:
+    return GROW if seed >= 6 else OPTS
 
 
 @pytest.fixture
@@ -54,14 +59,16 @@ def workload(seed: int) -> tuple[list[Op], list[Model]]:
     return ops, models
 
 
-def run(path: str, ops: list[Op], inj: Injector | None) -> tuple[int, BaseException | None, DiskStore | None]:
+def run(
+    path: str, ops: list[Op], inj: Injector | None, opts: dict = OPTS
+) -> tuple[int, BaseException | None, DiskStore | None]:
     """Run the workload; returns (index of the op in progress or len(ops), what stopped it, store)."""
     progress = [-1]  # index of the op in progress (-1: opening)
     store = None
 
     def go() -> None:
         nonlocal store
-        store = DiskStore(path, **OPTS)
+        store = DiskStore(path, **opts)
         for i, op in enumerate(ops):
             progress[0] = i
             store = run_op(store, op)
@@ -86,43 +93,44 @@ def allowed(ops: list[Op], models: list[Model], j: int) -> list[tuple]:
     return allowed_views(models[j], ops[j], models[j + 1])
 
 
-def check_reopen(path: str, ops: list[Op], models: list[Model], j: int, what: str) -> None:
-    with DiskStore(path, **OPTS) as s:
+def check_reopen(path: str, ops: list[Op], models: list[Model], j: int, what: str, opts: dict = OPTS) -> None:
+    with DiskStore(path, **opts) as s:
         st = s.recover()
         assert view_of(st) in allowed(ops, models, j), f"{what}: recovered {view_of(st)!r}"
         nxt = Zxid.of(Zxid(st.last_zxid).epoch + 1, 1)
         s.append([Txn(nxt, b"after-crash")])
         s.sync()
-    with DiskStore(path, **OPTS) as s:
+    with DiskStore(path, **opts) as s:
         st2 = s.recover()
         assert st2.txns[-1] == Txn(nxt, b"after-crash")
         assert st2.txns[:-1] == st.txns
 
 
-def count_points(tmp_path, ops: list[Op]) -> int:
+def count_points(tmp_path, ops: list[Op], opts: dict = OPTS) -> int:
     d = str(tmp_path / "count")
     inj = Injector(os.path.abspath(d))
-    j, err, store = run(d, ops, inj)
+    j, err, store = run(d, ops, inj, opts)
     assert err is None, err
     store.close()
     shutil.rmtree(d)
     return inj.count
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", [1, 2, 3, 6, 7])  # 6, 7: growing (not preallocated) segments
 @pytest.mark.parametrize("action", ["crash", "powercut", "error"])
 def test_fault_at_every_point(tmp_path, fast_sync, seed, action):
     ops, models = workload(seed)
+    opts = opts_for(seed)
     assert any(type(op).__name__ == "Install" for op in ops) and any(
         type(op).__name__ == "Save" for op in ops
     )
-    n = count_points(tmp_path, ops)
+    n = count_points(tmp_path, ops, opts)
     assert n > 50
     rng = random.Random(seed * 1000 + len(action))
     for k in range(n):
         d = str(tmp_path / f"{action}{k}")
         inj = Injector(os.path.abspath(d), at=k, action=action, rng=random.Random(rng.random()))
-        j, err, store = run(d, ops, inj)
+        j, err, store = run(d, ops, inj, opts)
         assert inj.fired and err is not None, f"point {k} never reached"
         what = f"{action} at point {k} during op {j} ({ops[j] if 0 <= j < len(ops) else 'open'})"
         if action == "error":
@@ -137,7 +145,7 @@ def test_fault_at_every_point(tmp_path, fast_sync, seed, action):
             store.close()
         if action == "powercut":
             inj.power_fail()
-        check_reopen(d, ops, models, j, what)
+        check_reopen(d, ops, models, j, what, opts)
         shutil.rmtree(d)
 
 
