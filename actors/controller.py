@@ -85,15 +85,16 @@ class EnsembleController:
         return self._describe()
 
     async def _launch(self, sid: int) -> None:
+        previous = self.info.get(sid, {}).get("incarnation", -1)
         actor = ray.remote(ReplicaActor).options(
             num_cpus=0,
             max_restarts=0,
             max_concurrency=1000,
             scheduling_strategy=NodeAffinitySchedulingStrategy(self.node_of[sid], soft=False),
-            name=f"{self.name}:replica-{sid}",
+            # Unique per incarnation: a crashed actor's name lingers in the GCS for a moment.
+            name=f"{self.name}:replica-{sid}:{previous + 1}",
             namespace=NAMESPACE,
         )
-        previous = self.info.get(sid, {}).get("incarnation", -1)
         handle = actor.remote(ensemble=self.name, sid=sid, config=self.cfg.to_dict(), voters=self.voters,
                               observers=self.observers, data_dir=self.data_dir(sid), run_dir=self.run_dir,
                               min_incarnation=previous + 1)
@@ -120,6 +121,17 @@ class EnsembleController:
         }
 
     # -- observation --------------------------------------------------------------------------------
+
+    async def handle(self, sid: int) -> Any:
+        """The replica's actor handle (for the fault injector), or None if it is down."""
+        return self.handles.get(sid)
+
+    async def record_fault(self, kind: str, target: str, start: float, end: float | None) -> None:
+        path = Path(self.run_dir) / "trace" / "faults.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as fh:
+            fh.write(json.dumps(trace.row(trace.Fault(kind, target, start, end), run=self.name, src="faults",
+                                          replica=-1, inc=0, t=end or start), separators=(",", ":")) + "\n")
 
     async def status(self, timeout: float = 2.0) -> list[dict[str, Any]]:
         async def one(sid: int) -> dict[str, Any]:
@@ -169,11 +181,29 @@ class EnsembleController:
         ray.kill(h, no_restart=True)
         self._fault("kill", [sid])
 
+    async def _alive(self, sid: int) -> bool:
+        h = self.handles.get(sid)
+        if h is None:
+            return False
+        if sid in self.paused:
+            return True
+        try:
+            st = await asyncio.wait_for(h.status.remote(), 5)
+        except Exception:  # it died (a crash point, a kill from outside)
+            self.handles.pop(sid, None)
+            return False
+        if st.get("fatal"):  # it stopped itself (an fsync failed): reap the process
+            self.handles.pop(sid, None)
+            ray.kill(h, no_restart=True)
+            return False
+        return True
+
     async def restart(self, sid: int, fresh: bool = False) -> dict[str, Any]:
         """Recover ``sid`` from its disk on the node that holds it; ``fresh`` wipes it and lets
-        the leader resync it (also the way out when that node is gone)."""
+        the leader resync it (also the way out when that node is gone). A replica that died on
+        its own (a crash point, a failed fsync) is restarted the same way."""
         self._check(sid)
-        if sid in self.handles:
+        if await self._alive(sid):
             raise ConfigError(f"replica {sid} is running; kill it first")
         alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
         if self.node_of[sid] not in alive:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from actors import clientproto as cp
+from actors.faultpoints import PERSIST_KIND_OF, ReplicaFaults
 from actors.framing import FrameDecoder, FrameEncoder
 from actors.transport import PeerTransport
 from storage.base import apply_persists
@@ -40,7 +41,16 @@ from zabray.protocol.actions import (
     Send,
     Trace,
 )
-from zabray.protocol.events import Event, Persisted, SnapshotRequested, Submit, Tick
+from zabray.protocol.events import (
+    ChannelClosed,
+    Event,
+    Notified,
+    Persisted,
+    Received,
+    SnapshotRequested,
+    Submit,
+    Tick,
+)
 from zabray.protocol.messages import Diff, PeerState, Snap, Trunc
 from zabray.protocol.node import Node
 
@@ -87,6 +97,8 @@ class ReplicaServer:
         self._clients: set[_ClientConn] = set()
         self._trace: trace.TraceWriter | None = None
         self._snap_due = self._snapshot_interval()
+        self.faults = ReplicaFaults()
+        self._dying = False
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -158,8 +170,14 @@ class ReplicaServer:
     # -- the core's actions ------------------------------------------------------------------
 
     def _step(self, event: Event) -> None:
-        if self.fatal is not None or self.node is None:
+        if self.fatal is not None or self.node is None or self._dying:
             return
+        faults = self.faults
+        if faults.crash is not None and type(event) in (Received, Notified):
+            name = event.msg.NAME if type(event) is Received else "NOTIFICATION"  # type: ignore[attr-defined]
+            if faults.hit(f"recv:{name}", self.node.role.phase_name()):
+                self._crash(f"recv:{name}")
+                return
         try:
             actions = self.node.step(event)
         except ZabError as e:
@@ -171,9 +189,21 @@ class ReplicaServer:
             t = type(a)
             if t is Send:
                 msg = a.msg  # type: ignore[attr-defined]
-                transport.send(a.channel, msg)  # type: ignore[attr-defined]
+                if faults.crash is not None and faults.hit(f"send-before:{msg.NAME}", self.node.role.phase_name()):
+                    self._crash(f"send-before:{msg.NAME}")
+                    return
+                peer = a.channel.peer_of(self.sid)  # type: ignore[attr-defined]
+                if faults.links.delay and faults.links.shaped(peer):
+                    self._shape(peer, a)
+                else:
+                    transport.send(a.channel, msg)  # type: ignore[attr-defined]
                 if type(msg) in _SYNC_TYPES:
                     self.stats[f"sent_{msg.NAME}"] = self.stats.get(f"sent_{msg.NAME}", 0) + 1
+                if faults.crash is not None and faults.hit(f"send-after:{msg.NAME}", self.node.role.phase_name()):
+                    # Die once this loop turn's socket writes are out: the message leaves, nothing after it.
+                    self._dying = True
+                    self.loop.call_soon(self._crash, f"send-after:{msg.NAME}")
+                    return
             elif t is Trace:
                 if self._trace is not None:
                     self._trace.write(a.record, time.time())  # type: ignore[attr-defined]
@@ -189,11 +219,68 @@ class ReplicaServer:
                     self._flush_scheduled = True
                     self.loop.call_soon(self._flush)
             elif t is Notify:
-                transport.notify(a.to, a.note)  # type: ignore[attr-defined]
+                if faults.links.delay and faults.links.shaped(a.to):  # type: ignore[attr-defined]
+                    self._shape(a.to, a)  # type: ignore[attr-defined]
+                else:
+                    transport.notify(a.to, a.note)  # type: ignore[attr-defined]
             elif t is Open:
                 transport.open(a.channel)  # type: ignore[attr-defined]
             elif t is Close:
                 transport.close(a.channel)  # type: ignore[attr-defined]
+
+    # -- injected faults --------------------------------------------------------------------------
+
+    def _crash(self, point: str) -> None:
+        """Die now, like SIGKILL: nothing more is flushed, synced or sent."""
+        log.warning("replica %d: crash point %s fired", self.sid, point)
+        if self._trace is not None:
+            self._trace.write(trace.Fault("crash-point", f"{self.sid}:{point}", time.time(), time.time()), time.time())
+            self._trace.flush()
+        os._exit(137)
+
+    def _shape(self, peer: int, action: Send | Notify) -> None:
+        due = self.faults.links.push(peer, self.loop.time(), action)
+        if due != float("inf"):
+            self.loop.call_at(due, self._release_due)
+
+    def _release_due(self) -> None:
+        self._send_now(self.faults.links.due(self.loop.time()))
+
+    def _send_now(self, actions: list[object]) -> None:
+        transport = self.transport
+        if transport is None or self.fatal is not None:
+            return
+        for a in actions:
+            if type(a) is Send:
+                transport.send(a.channel, a.msg)  # type: ignore[attr-defined]
+            elif type(a) is Notify:
+                transport.notify(a.to, a.note)  # type: ignore[attr-defined]
+
+    def shape_links(self, peers: list[int], delay_ms: float | None) -> None:
+        """Delay (``delay_ms``) or hold (None: a one-way partition) what we send to ``peers``."""
+        self.faults.links.set(peers, float("inf") if delay_ms is None else delay_ms / 1000)
+
+    def unshape_links(self, peers: list[int]) -> None:
+        self._send_now(self.faults.links.clear(peers))
+
+    def cut_links(self, peers: list[int]) -> int:
+        """Close our current channels to ``peers`` mid-iteration; both ends see them close."""
+        if self.node is None or self.transport is None:
+            return 0
+        cut = [ch for ch in self.node.role.channels() if ch.peer_of(self.sid) in peers]
+        for ch in cut:
+            self.transport.close(ch)
+            self._step(ChannelClosed(ch))
+        return len(cut)
+
+    def _io_apply(self, batch: list[Persist]) -> int:
+        """Runs on the IO thread: the group commit, with any injected disk fault."""
+        if self.faults.sync_delay_s:
+            time.sleep(self.faults.sync_delay_s)
+        if self.faults.fail_next_sync:
+            self.faults.fail_next_sync = False
+            raise StorageError("injected fault: fdatasync failed (EIO)")
+        return apply_persists(self.store, batch)
 
     def _flush(self) -> None:
         """Group commit: everything persisted since the last flush, one fdatasync."""
@@ -201,17 +288,26 @@ class ReplicaServer:
         if self._flushing or not self._pq or self.fatal is not None:
             return
         batch, self._pq = self._pq, []
+        if self.faults.crash is not None:
+            for kind in {PERSIST_KIND_OF[type(a).__name__] for a in batch}:
+                if self.faults.hit(f"persist-before:{kind}", self.node.role.phase_name()):  # type: ignore[union-attr]
+                    self._crash(f"persist-before:{kind}")
         self._flushing = True
-        fut = self.loop.run_in_executor(self._io, apply_persists, self.store, batch)
-        fut.add_done_callback(lambda f: self._flushed(f, len(batch)))
+        fut = self.loop.run_in_executor(self._io, self._io_apply, batch)
+        fut.add_done_callback(lambda f: self._flushed(f, batch))
 
-    def _flushed(self, fut: asyncio.Future[int], n: int) -> None:
+    def _flushed(self, fut: asyncio.Future[int], batch: list[Persist]) -> None:
         self._flushing = False
+        n = len(batch)
         try:
             upto = fut.result()
         except (StorageError, OSError) as e:
             self._die(f"storage failed, nothing more is acknowledged: {e}")
             return
+        if self.faults.crash is not None:
+            for kind in {PERSIST_KIND_OF[type(a).__name__] for a in batch}:
+                if self.faults.hit(f"persist-after:{kind}", self.node.role.phase_name()):  # type: ignore[union-attr]
+                    self._crash(f"persist-after:{kind}")
         self.stats["syncs"] += 1
         self.stats["synced_actions"] += n
         self._step(Persisted(upto))
@@ -277,6 +373,7 @@ class ReplicaServer:
         s = self.node.status()
         leader_role = getattr(self.node.role, "established", None)
         s.update(
+            faults=self.faults.describe(),
             alive=self.fatal is None,
             fatal=self.fatal,
             established=bool(leader_role) if self.node.state == PeerState.LEADING else None,
@@ -377,6 +474,35 @@ class ReplicaActor:
 
     async def block(self, peers: list[int]) -> None:
         self.server.block(peers)
+
+    async def arm_crash(self, point: str, nth: int = 1) -> None:
+        self.server.faults.arm(point, nth)
+
+    async def disk_fault(self, kind: str, delay_ms: float = 0.0) -> None:
+        f = self.server.faults
+        if kind == "fsync-fail":
+            f.fail_next_sync = True
+        elif kind == "slow-fsync":
+            f.sync_delay_s = delay_ms / 1000
+        elif kind == "lose-unsynced":
+            # A power cut: everything not yet fdatasync'ed is gone. Appends sit in memory until
+            # the group commit writes and syncs them together, so dying before the next one is it.
+            self.server._crash("lose-unsynced")
+        elif kind == "clear":
+            f.fail_next_sync, f.sync_delay_s = False, 0.0
+        else:
+            from zabray.errors import ConfigError
+
+            raise ConfigError(f"unknown disk fault {kind!r}: fsync-fail, slow-fsync, lose-unsynced or clear")
+
+    async def shape_links(self, peers: list[int], delay_ms: float | None) -> None:
+        self.server.shape_links(peers, delay_ms)
+
+    async def unshape_links(self, peers: list[int]) -> None:
+        self.server.unshape_links(peers)
+
+    async def cut_links(self, peers: list[int]) -> int:
+        return self.server.cut_links(peers)
 
     async def unblock(self, peers: list[int]) -> None:
         self.server.unblock(peers)

@@ -13,7 +13,7 @@ import asyncio
 import itertools
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from actors import clientproto as cp
@@ -106,12 +106,26 @@ class ReplicaConnection(asyncio.Protocol):
 class EnsembleClient:
     """Async client of a whole ensemble. Use ``submit`` from a coroutine, on one event loop."""
 
-    def __init__(self, ensemble: str, addresses: dict[int, tuple[str, int]]) -> None:
+    def __init__(self, ensemble: str, addresses: dict[int, tuple[str, int]],
+                 refresh: Callable[[], dict[int, tuple[str, int]]] | None = None) -> None:
         self.ensemble = ensemble
         self.addresses = dict(addresses)
         self.conns: dict[int, ReplicaConnection] = {}
         self.leader: int | None = None
         self._lock: asyncio.Lock | None = None
+        self._refresh = refresh  # where replicas listen now (a restarted one moves); blocking
+        self._refreshed_at = 0.0
+
+    async def _maybe_refresh(self) -> None:
+        """No leader found: replicas may have restarted on new ports. Ask, at most twice a second."""
+        if self._refresh is None or time.monotonic() - self._refreshed_at < 0.5:
+            return
+        self._refreshed_at = time.monotonic()
+        try:
+            addrs = await asyncio.get_running_loop().run_in_executor(None, self._refresh)
+        except Exception:  # the control plane is busy or down; keep what we have
+            return
+        self.update_addresses(addrs)
 
     def update_addresses(self, addresses: dict[int, tuple[str, int]]) -> None:
         for sid, addr in addresses.items():
@@ -162,6 +176,7 @@ class EnsembleClient:
                     self.leader = None
             else:
                 last_error = "no established leader"
+                await self._maybe_refresh()
             if time.monotonic() >= deadline:
                 raise NoQuorumError(f"could not submit: {last_error}")
             await asyncio.sleep(0.02)
@@ -187,6 +202,8 @@ class EnsembleClient:
                 self.leader = None
                 raise UncertainOutcomeError(f"{e}; the write may or may not commit") from None
             except asyncio.TimeoutError:
+                if self.leader == conn.sid:
+                    self.leader = None  # a frozen or cut-off leader: look again next time
                 raise NoQuorumError(f"write not committed within {timeout} s (replica {conn.sid}); "
                                     "its fate is unknown") from None
             if isinstance(rep, cp.CommittedRep):
@@ -218,4 +235,15 @@ class LoopThread:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     def stop(self) -> None:
+        async def shutdown() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        try:
+            asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(5)
+        except Exception:  # the loop is already gone or stuck; stopping it is all that is left
+            pass
         self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)

@@ -73,9 +73,10 @@ class ReplicaStatus:
 class Ensemble:
     """A handle on a running ensemble. Thread-safe for the sync methods."""
 
-    def __init__(self, name: str, controller: Any, info: dict[str, Any]) -> None:
+    def __init__(self, name: str, controller: Any, info: dict[str, Any], injector: Any = None) -> None:
         self.name = name
         self._controller = controller
+        self._injector = injector
         self.info = info
         self._loop: LoopThread | None = None
         self._client: EnsembleClient | None = None
@@ -124,8 +125,14 @@ class Ensemble:
         except Exception:
             ray.kill(controller)
             raise
+        from actors.faults import FaultInjector, injector_name
+
+        injector = ray.remote(FaultInjector).options(
+            name=injector_name(name), namespace=NAMESPACE, lifetime="detached", num_cpus=0, max_concurrency=100,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True),
+        ).remote(name)
         log.info("ensemble %s started: %s", name, info["clients"])
-        return cls(name, controller, info)
+        return cls(name, controller, info, injector)
 
     @classmethod
     def connect(cls, name: str = "default", *, address: str | None = None) -> Ensemble:
@@ -134,20 +141,22 @@ class Ensemble:
         import ray
 
         from actors.controller import controller_name
+        from actors.faults import injector_name
 
         try:
             controller = ray.get_actor(controller_name(name), namespace=NAMESPACE)
+            injector = ray.get_actor(injector_name(name), namespace=NAMESPACE)
         except ValueError:
             raise NotRunningError(f"no ensemble named {name!r} is running in this Ray cluster") from None
-        return cls(name, controller, ray.get(controller.describe.remote()))
+        return cls(name, controller, ray.get(controller.describe.remote()), injector)
 
     # -- control plane (Ray calls) -----------------------------------------------------------------
 
-    def _call(self, method: str, *args: Any, timeout: float = 60) -> Any:
+    def _call(self, method: str, *args: Any, timeout: float = 60, actor: Any = None) -> Any:
         import ray
 
         try:
-            return ray.get(getattr(self._controller, method).remote(*args), timeout=timeout)
+            return ray.get(getattr(actor or self._controller, method).remote(*args), timeout=timeout)
         except ray.exceptions.RayActorError:
             raise NotRunningError(f"ensemble {self.name!r} is not running") from None
         except ray.exceptions.GetTimeoutError:
@@ -185,27 +194,83 @@ class Ensemble:
         raw = self._call("histories", after, timeout=120)
         return {int(s): [(Zxid(z), d) for z, d in h] for s, h in raw.items()}
 
+    # -- faults (all through the fault injector) ---------------------------------------------------
+
+    def _inject(self, method: str, *args: Any, timeout: float = 60) -> Any:
+        return self._call(method, *args, timeout=timeout, actor=self._injector)
+
     def kill(self, sid: int) -> None:
         """Crash replica ``sid`` (its process dies at once; its disk is kept)."""
-        self._call("kill", sid)
+        self._inject("kill", sid)
 
     def restart(self, sid: int, fresh: bool = False) -> None:
         """Recover ``sid`` from its disk on its node; ``fresh=True`` rebuilds it from the leader."""
-        self._call("restart", sid, fresh)
+        self._inject("restart", sid, fresh)
         self._refresh_addresses()
 
     def pause(self, sid: int) -> None:
-        self._call("pause", sid)
+        """Freeze the replica's process (SIGSTOP); its sockets stay open."""
+        self._inject("pause", sid)
 
     def resume(self, sid: int) -> None:
-        self._call("resume", sid)
+        self._inject("resume", sid)
 
     def partition(self, *groups: list[int] | tuple[int, ...]) -> None:
-        """Cut the TCP links between groups: ``ens.partition([1], [2, 3])``."""
-        self._call("partition", [list(g) for g in groups])
+        """Cut the TCP links between groups, both ways: ``ens.partition([1], [2, 3])``."""
+        self._inject("partition", [list(g) for g in groups])
+
+    def partition_oneway(self, src: list[int], dst: list[int]) -> None:
+        """Hold everything ``src`` sends to ``dst`` (``dst`` still reaches ``src``) until ``heal``."""
+        self._inject("oneway", list(src), list(dst))
+
+    def delay(self, src: list[int], dst: list[int], delay_ms: float) -> None:
+        """Delay everything ``src`` sends to ``dst`` by ``delay_ms`` until ``heal``."""
+        self._inject("delay", list(src), list(dst), float(delay_ms))
+
+    def cut(self, src: list[int], dst: list[int]) -> int:
+        """Close the current channels between ``src`` and ``dst`` mid-iteration."""
+        return int(self._inject("cut", list(src), list(dst)))
 
     def heal(self) -> None:
-        self._call("heal")
+        """Restore every link (partitions, one-way partitions, delays)."""
+        self._inject("heal")
+
+    def disk_fault(self, sid: int, kind: str, delay_ms: float = 0.0) -> None:
+        """``fsync-fail`` (the next fsync fails: the replica stops), ``slow-fsync`` (each waits
+        ``delay_ms``), ``lose-unsynced`` (a power cut), or ``clear``."""
+        self._inject("disk", sid, kind, float(delay_ms))
+
+    def arm_crash(self, sid: int, point: str, nth: int = 1) -> None:
+        """Kill ``sid`` the ``nth`` time it passes crash ``point`` (`zabray faults points`)."""
+        from actors.faultpoints import check_point
+
+        self._inject("arm", sid, check_point(point), nth)
+
+    def run_schedule(self, schedule: str | os.PathLike[str] | dict[str, Any], seed: int | None = None,
+                     wait: bool = True, timeout: float = 600) -> dict[str, Any]:
+        """Run a fault schedule (a YAML path or mapping). Returns its progress: with ``wait``, once
+        it has finished, healed everything and restarted every replica that was down."""
+        import yaml
+
+        data = schedule if isinstance(schedule, dict) else yaml.safe_load(Path(schedule).read_text())
+        plan = self._inject("run_schedule", data, seed)
+        if not wait:
+            return {"plan": plan}
+        deadline = time.monotonic() + timeout
+        while True:
+            prog = self._inject("progress")
+            if not prog["running"]:
+                break
+            if time.monotonic() > deadline:
+                raise RequestTimeoutError(f"schedule still running after {timeout} s")
+            time.sleep(0.2)
+        if prog["error"]:
+            raise NotRunningError(f"the schedule stopped: {prog['error']}")
+        self._refresh_addresses()
+        return {"plan": plan, **prog}
+
+    def schedule_progress(self) -> dict[str, Any]:
+        return dict(self._inject("progress"))
 
     def stop(self) -> None:
         """Stop every replica and the controller. Data directories stay on disk."""
@@ -214,10 +279,12 @@ class Ensemble:
         try:
             self._call("stop")
         finally:
-            try:
-                ray.kill(self._controller)
-            except Exception:  # already gone
-                pass
+            for actor in (self._injector, self._controller):
+                try:
+                    if actor is not None:
+                        ray.kill(actor)
+                except Exception:  # already gone
+                    pass
             self.close()
 
     def close(self) -> None:
@@ -242,7 +309,12 @@ class Ensemble:
     def _ensure_client(self) -> tuple[LoopThread, EnsembleClient]:
         if self._client is None or self._loop is None:
             self._loop = LoopThread()
-            self._client = EnsembleClient(self.name, self._addresses())
+
+            def refresh() -> dict[int, tuple[str, int]]:
+                self.info = self._call("describe", timeout=10)
+                return self._addresses()
+
+            self._client = EnsembleClient(self.name, self._addresses(), refresh)
         return self._loop, self._client
 
     def submit(self, value: bytes, timeout: float = 10.0) -> Zxid:

@@ -5,9 +5,10 @@ latter for traces too large to keep as JSON (the benchmark writes them); both ca
 columns. Columns not in the schema are ignored, columns a row lacks are null, a line that is
 not valid JSON becomes a row whose only non-null column is ``_corrupt``.
 
-Besides the schema columns the DataFrame has three position columns, ``_file``, ``_block`` (byte
-offset of the file split) and ``_row`` (a counter that grows within a split): ordered by them,
-a file's rows come back in the order they were written. The checks need this because ``t``
+Besides the schema columns the DataFrame has three position columns, ``_file`` (a 64-bit hash
+of the file's path: cheaper to shuffle and sort than the path), ``_block`` (byte offset of the
+file split) and ``_row`` (a counter that grows within a split): ordered by them, a file's rows
+come back in the order they were written. The checks need this because ``t``
 cannot order rows on its own (simulated ticks tie; wall clocks step).
 """
 
@@ -60,11 +61,16 @@ def trace_files(run_dir: str | PathLike[str]) -> list[Path]:
 
 
 def _positioned(df: DataFrame) -> DataFrame:
-    """Add the position columns. Must sit directly on a file scan: ``_row`` counts the rows of
-    each split in read order, which only holds before any shuffle."""
+    """Add the position columns, and name rows without ``run`` after their run directory. Must
+    sit directly on a file scan: ``_row`` counts the rows of each split in read order, which only
+    holds before any shuffle, and the file's path is only known there."""
     from pyspark.sql import functions as F
 
-    return df.select("*", F.col("_metadata.file_path").alias("_file"),
+    path = F.col("_metadata.file_path")
+    dir_name = F.regexp_extract(path, rf"([^/]+)/{TRACE_DIR}/[^/]+$", 1)
+    run = F.when(F.col("run").isNull() | (F.col("run") == ""), dir_name).otherwise(F.col("run"))
+    return df.select(*(run.alias("run") if c == "run" else F.col(c) for c in df.columns),
+                     F.xxhash64(path).alias("_file"),
                      F.col("_metadata.file_block_start").alias("_block"),
                      F.monotonically_increasing_id().alias("_row"))
 
@@ -94,10 +100,7 @@ def load(spark: SparkSession, *run_dirs: str | PathLike[str]) -> DataFrame:
     if parquet_files:
         frames.append(_positioned(spark.read.schema(schema).parquet(*parquet_files))
                       .withColumn(CORRUPT, F.lit(None).cast("string")))
-    df = reduce(lambda a, b: a.unionByName(b), frames)
-    dir_name = F.regexp_extract("_file", rf"([^/]+)/{TRACE_DIR}/[^/]+$", 1)
-    run = F.when(F.col("run").isNull() | (F.col("run") == ""), dir_name).otherwise(F.col("run"))
-    return df.withColumn("run", run)
+    return reduce(lambda a, b: a.unionByName(b), frames)
 
 
 def with_position(df: DataFrame) -> DataFrame:
@@ -107,5 +110,5 @@ def with_position(df: DataFrame) -> DataFrame:
 
     if all(c in df.columns for c in POSITION):
         return df
-    return df.select("*", F.lit("").alias("_file"), F.lit(0).cast("long").alias("_block"),
+    return df.select("*", F.lit(0).cast("long").alias("_file"), F.lit(0).cast("long").alias("_block"),
                      F.monotonically_increasing_id().alias("_row"))

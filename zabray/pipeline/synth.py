@@ -157,10 +157,15 @@ def generate(spec: SynthSpec = SynthSpec()) -> SynthTrace:
     G = np.nonzero(committed)[0]
     end_t = est_t[E] + (n + 1) * dt
 
+    TCG = TC[G]  # commit times, increasing
+
+    def commit_points(t: np.ndarray) -> np.ndarray:
+        """Z index of the last txn committed at or before each ``t`` (-1 if none)."""
+        k = np.searchsorted(TCG, t, side="right") - 1
+        return np.where(k >= 0, G[np.maximum(k, 0)], -1)
+
     def commit_point(t: float) -> int:
-        """Z index of the last txn committed at or before ``t`` (-1 if none)."""
-        k = int(np.searchsorted(TC[G], t, side="right")) - 1
-        return int(G[k]) if k >= 0 else -1
+        return int(commit_points(np.array([t]))[0])
 
     # Incarnations: the epoch-1 follower crash, and every leader's crash at the end of its epoch.
     crashes: list[tuple[int, float, float, str]] = []
@@ -242,7 +247,7 @@ def generate(spec: SynthSpec = SynthSpec()) -> SynthTrace:
     for s in range(1, S + 1):
         mine = w_session == s
         reads_t = np.sort(rng.uniform(est_t[1], end_t, spec.reads_per_session))
-        cps = np.array([commit_point(t) for t in reads_t], dtype=np.int64)
+        cps = commit_points(reads_t)
         r_z = np.where(cps >= 0, Z[np.maximum(cps, 0)], 0)
         small = [{"session": s, "op": "set", "path": f"/s{s}/missing", "invoke_t": est_t[1] + s * dt / 7,
                   "complete_t": est_t[1] + s * dt / 7 + dt / 4, "outcome": "failed"}]
@@ -357,7 +362,8 @@ def write_parquet(files: SynthTrace | Mapping[str, pd.DataFrame], run_dir: str |
     for name, chunks in _chunks(files, chunk_rows):
         with pq.ParquetWriter(trace / f"{name}.parquet", schema, compression="zstd") as writer:
             for df in chunks:
-                arrays = [pa.array(df[c].to_numpy(dtype=object) if c in df.columns else [None] * len(df),
-                                   type=f.type, from_pandas=True) for c, f in zip(schema.names, schema, strict=True)]
-                writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
+                table = pa.Table.from_pandas(df, preserve_index=False)
+                cols = [table.column(f.name).cast(f.type) if f.name in table.column_names
+                        else pa.nulls(len(df), f.type) for f in schema]
+                writer.write_table(pa.Table.from_arrays(cols, schema=schema))
     return Path(run_dir)

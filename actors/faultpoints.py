@@ -1,0 +1,135 @@
+"""Fault hooks inside one replica's IO shell: named crash points, disk faults, link shaping.
+
+Crash points are where Zab bugs hide: after one write and before the next, between receiving a
+message and acknowledging it. A point is named by what the replica is about to do or has just
+done (``recv:NEWLEADER``, ``send-before:ACK_NEWLEADER``, ``persist-after:current-epoch``);
+arming one with ``nth`` kills the process (``os._exit``, nothing flushed) the nth time the
+replica passes it. Disk faults make the next fsync fail or every fsync slow. Link shaping holds
+or delays everything this replica sends to given peers (in order, as a stalled TCP connection
+would), or cuts the current channels to them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+from zabray.errors import ConfigError
+from zabray.protocol.messages import ALL_MESSAGES
+
+LEARNER_RECEIVES = ("LEADERINFO", "DIFF", "TRUNC", "SNAP", "NEWLEADER", "UPTODATE", "PROPOSAL", "COMMIT",
+                    "INFORM", "PING")
+LEADER_RECEIVES = ("FOLLOWERINFO", "OBSERVERINFO", "ACKEPOCH", "ACK_NEWLEADER", "ACK", "REQUEST", "PING")
+PERSIST_KINDS = {
+    "txns": "AppendTxns",
+    "truncate": "TruncateLog",
+    "accepted-epoch": "WriteAcceptedEpoch",
+    "current-epoch": "WriteCurrentEpoch",
+    "snapshot": "PersistSnapshot",
+    "snap-install": "InstallSnapshot",
+}
+PERSIST_KIND_OF = {v: k for k, v in PERSIST_KINDS.items()}
+
+
+def all_points() -> dict[str, str]:
+    """Every crash point with a one-line description."""
+    names = [m.NAME for m in ALL_MESSAGES]
+    out: dict[str, str] = {}
+    for n in names:
+        out[f"recv:{n}"] = f"on receiving {n}, before the core sees it"
+    for n in names:
+        out[f"send-before:{n}"] = f"about to send {n} (it never leaves)"
+        out[f"send-after:{n}"] = f"right after {n} is written to the socket"
+    for kind, action in PERSIST_KINDS.items():
+        out[f"persist-before:{kind}"] = f"before a group commit holding {action} is written (it is lost)"
+        out[f"persist-after:{kind}"] = f"after {action} is durable, before the core hears it (no ACK leaves)"
+    return out
+
+
+def check_point(point: str) -> str:
+    base = point.split("@", 1)[0]
+    if base not in all_points():
+        raise ConfigError(f"unknown crash point {point!r}; `zabray faults points` lists them")
+    if "@" in point and point.split("@", 1)[1] not in ("discovery", "synchronization", "broadcast", "election"):
+        raise ConfigError(f"crash point phase must be discovery, synchronization, broadcast or election: {point!r}")
+    return point
+
+
+@dataclass
+class ArmedCrash:
+    point: str
+    remaining: int
+
+
+class LinkShaper:
+    """Per-peer send shaping: ``delay_s`` (finite: each message waits that long; inf: held
+    until released). Order per peer is kept, so channels stay FIFO."""
+
+    def __init__(self) -> None:
+        self.delay: dict[int, float] = {}
+        self.queues: dict[int, deque[tuple[float, object]]] = {}
+
+    def shaped(self, peer: int) -> bool:
+        return peer in self.delay
+
+    def set(self, peers: list[int], delay_s: float) -> None:
+        for p in peers:
+            self.delay[p] = delay_s
+            self.queues.setdefault(p, deque())
+
+    def clear(self, peers: list[int]) -> list[object]:
+        """Stop shaping; returns what was waiting, in order, to be sent now."""
+        out: list[object] = []
+        for p in peers:
+            self.delay.pop(p, None)
+            out.extend(item for _, item in self.queues.pop(p, deque()))
+        return out
+
+    def push(self, peer: int, now: float, item: object) -> float:
+        """Queue ``item``; returns when it is due (inf while held)."""
+        due = now + self.delay[peer]
+        self.queues[peer].append((due, item))
+        return due
+
+    def due(self, now: float) -> list[object]:
+        out: list[object] = []
+        for q in self.queues.values():
+            while q and q[0][0] <= now and not math.isinf(q[0][0]):
+                out.append(q.popleft()[1])
+        return out
+
+
+class ReplicaFaults:
+    def __init__(self) -> None:
+        self.crash: ArmedCrash | None = None
+        self.fail_next_sync = False
+        self.sync_delay_s = 0.0
+        self.links = LinkShaper()
+
+    def arm(self, point: str, nth: int = 1) -> None:
+        if nth < 1:
+            raise ConfigError("nth must be at least 1")
+        self.crash = ArmedCrash(check_point(point), nth)
+
+    def hit(self, point: str, phase: str) -> bool:
+        """Count a pass through ``point``; True when the armed crash fires now."""
+        c = self.crash
+        if c is None:
+            return False
+        base, _, want_phase = c.point.partition("@")
+        if base != point or (want_phase and want_phase != phase):
+            return False
+        c.remaining -= 1
+        if c.remaining > 0:
+            return False
+        self.crash = None
+        return True
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "armed": f"{self.crash.point} (in {self.crash.remaining})" if self.crash else None,
+            "fail_next_sync": self.fail_next_sync,
+            "sync_delay_ms": self.sync_delay_s * 1000,
+            "links": {p: ("held" if math.isinf(d) else f"{d * 1000:.0f} ms") for p, d in self.links.delay.items()},
+        }

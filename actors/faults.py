@@ -1,0 +1,251 @@
+"""The fault injector: a detached, named Ray actor per ensemble.
+
+Every fault goes through it: process faults (kill, restart, pause, resume) via the controller,
+network faults (partition, one-way partition, delay, a channel cut mid-iteration) and disk
+faults (a failing or slow fsync, a power cut) via the replicas' fault hooks, crash points, and
+whole schedules. It resolves a schedule's target roles at the moment a step runs and records
+each fault, with its resolved target, start and end, in the run's trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from typing import Any
+
+import ray
+
+from actors.controller import NAMESPACE, controller_name
+from zabray import schedule as sched
+from zabray.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def injector_name(name: str) -> str:
+    return f"faults:{name}"
+
+
+class FaultInjector:
+    def __init__(self, name: str) -> None:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        self.name = name
+        self.controller = ray.get_actor(controller_name(name), namespace=NAMESPACE)
+        self.members: list[int] = []
+        self.voters: list[int] = []
+        self.shaped: set[int] = set()
+        self.slowed: set[int] = set()
+        self.progress_log: list[dict[str, Any]] = []
+        self.total = 0
+        self.running = False
+        self.error: str | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def _membership(self) -> None:
+        if not self.members:
+            info = await self.controller.describe.remote()
+            self.voters = list(info["voters"])
+            self.members = list(info["voters"]) + list(info["observers"])
+
+    async def _record(self, kind: str, target: str, start: float, end: float | None) -> None:
+        await self.controller.record_fault.remote(kind, target, start, end)
+
+    async def _handle(self, sid: int) -> Any:
+        return await self.controller.handle.remote(sid)
+
+    async def _leader(self) -> int | None:
+        best: tuple[int, int] | None = None
+        for st in await self.controller.status.remote():
+            if st.get("alive") and st.get("state") == "LEADING" and st.get("established"):
+                key = (int(st.get("current_epoch", 0)), int(st["sid"]))
+                best = max(best, key) if best else key
+        return best[1] if best else None
+
+    # -- process faults (through the controller) ------------------------------------------------
+
+    async def kill(self, sid: int) -> None:
+        await self.controller.kill.remote(sid)
+
+    async def restart(self, sid: int, fresh: bool = False) -> dict[str, Any]:
+        return await self.controller.restart.remote(sid, fresh)
+
+    async def pause(self, sid: int) -> None:
+        await self.controller.pause.remote(sid)
+
+    async def resume(self, sid: int) -> None:
+        await self.controller.resume.remote(sid)
+
+    async def partition(self, groups: list[list[int]]) -> None:
+        await self.controller.partition.remote(groups)
+
+    # -- network faults (through the replicas' hooks) ------------------------------------------
+
+    async def _shape(self, src: list[int], dst: list[int], delay_ms: float | None) -> None:
+        kind = "oneway" if delay_ms is None else "delay"
+        for s in src:
+            h = await self._handle(s)
+            if h is not None:
+                await h.shape_links.remote(dst, delay_ms)
+                self.shaped.add(s)
+        what = f"{','.join(map(str, src))} -> {','.join(map(str, dst))}"
+        await self._record(kind if delay_ms is None else f"delay {delay_ms:.0f}ms", what, time.time(), None)
+
+    async def oneway(self, src: list[int], dst: list[int]) -> None:
+        """What ``src`` sends to ``dst`` is held (as by a stalled TCP connection) until healed."""
+        await self._shape(src, dst, None)
+
+    async def delay(self, src: list[int], dst: list[int], delay_ms: float) -> None:
+        if delay_ms <= 0:
+            raise ConfigError("delay_ms must be positive")
+        await self._shape(src, dst, delay_ms)
+
+    async def cut(self, src: list[int], dst: list[int]) -> int:
+        """Close the current channels between ``src`` and ``dst`` mid-iteration."""
+        n = 0
+        for s in src:
+            h = await self._handle(s)
+            if h is not None:
+                n += await h.cut_links.remote(dst)
+        now = time.time()
+        await self._record("cut", f"{','.join(map(str, src))} x {','.join(map(str, dst))}", now, now)
+        return n
+
+    async def heal(self) -> None:
+        """Restore every link: partitions, one-way partitions and delays."""
+        await self._membership()
+        await self.controller.heal.remote()
+        for s in sorted(self.shaped):
+            h = await self._handle(s)
+            if h is not None:
+                await h.unshape_links.remote(self.members)
+        if self.shaped:
+            await self._record("heal-links", ",".join(map(str, sorted(self.shaped))), time.time(), time.time())
+        self.shaped.clear()
+
+    # -- disk faults and crash points ------------------------------------------------------------------
+
+    async def disk(self, sid: int, kind: str, delay_ms: float = 0.0) -> None:
+        h = await self._handle(sid)
+        if h is None:
+            raise ConfigError(f"replica {sid} is not running")
+        now = time.time()
+        if kind == "lose-unsynced":
+            await self._record(kind, str(sid), now, now)
+            try:
+                await h.disk_fault.remote(kind, delay_ms)
+            except Exception:  # the replica died, as asked
+                pass
+            return
+        await h.disk_fault.remote(kind, delay_ms)
+        if kind == "slow-fsync":
+            self.slowed.add(sid)
+        elif kind == "clear":
+            self.slowed.discard(sid)
+        await self._record(kind if kind != "slow-fsync" else f"slow-fsync {delay_ms:.0f}ms", str(sid), now,
+                           None if kind == "slow-fsync" else now)
+
+    async def arm(self, sid: int, point: str, nth: int = 1) -> None:
+        h = await self._handle(sid)
+        if h is None:
+            raise ConfigError(f"replica {sid} is not running")
+        await h.arm_crash.remote(point, nth)
+        now = time.time()
+        await self._record("arm-crash-point", f"{sid}:{point}#{nth}", now, now)
+
+    # -- schedules ----------------------------------------------------------------------------------
+
+    async def run_schedule(self, data: dict[str, Any], seed: int | None = None) -> list[str]:
+        """Start a schedule in the background; returns its plan. ``progress()`` follows it."""
+        if self.running:
+            raise ConfigError("a schedule is already running")
+        plan = sched.parse(data, seed)
+        await self._membership()
+        self.progress_log, self.total, self.error, self.running = [], len(plan.steps), None, True
+        self._task = asyncio.get_running_loop().create_task(self._run(plan))
+        return [s.describe() for s in plan.steps]
+
+    async def progress(self) -> dict[str, Any]:
+        return {"done": len(self.progress_log), "total": self.total, "running": self.running,
+                "error": self.error, "log": list(self.progress_log)}
+
+    async def _run(self, plan: sched.Schedule) -> None:
+        t0 = time.monotonic()
+        try:
+            for i, step in enumerate(plan.steps):
+                await asyncio.sleep(max(0.0, t0 + step.at - time.monotonic()))
+                rng = random.Random(plan.seed * 1_000_003 + i)
+                leader = await self._leader()
+                sids = sched.resolve(step.target, self.members, leader, self.voters, rng)
+                started = time.time()
+                await self._apply(step, sids)
+                await asyncio.sleep(step.hold)
+                await self._undo(step, sids)
+                self.progress_log.append({"step": i, "fault": step.fault, "role": step.target, "replicas": sids,
+                                          "point": step.point, "start": started, "end": time.time()})
+            await self.heal_and_restart_all()
+        except Exception as e:  # reported through progress(); the run stops
+            log.exception("schedule failed")
+            self.error = f"{type(e).__name__}: {e}"
+        finally:
+            self.running = False
+
+    async def _apply(self, step: sched.Step, sids: list[int]) -> None:
+        rest = [s for s in self.members if s not in sids]
+        f = step.fault
+        if f == "kill":
+            for s in sids:
+                await self._try(self.kill(s))
+        elif f == "pause":
+            for s in sids:
+                await self._try(self.pause(s))
+        elif f == "partition":
+            await self.partition([sids, rest])
+        elif f == "oneway":
+            await self.oneway(sids, rest)
+        elif f == "delay":
+            await self.delay(sids, rest, step.delay_ms)
+        elif f == "cut":
+            await self.cut(sids, rest)
+        elif f == "crash-point":
+            for s in sids:
+                await self._try(self.arm(s, step.point or "", step.nth))
+        elif f in ("fsync-fail", "slow-fsync", "lose-unsynced"):
+            for s in sids:
+                await self._try(self.disk(s, f, step.delay_ms))
+
+    async def _undo(self, step: sched.Step, sids: list[int]) -> None:
+        f = step.fault
+        if f == "pause":
+            for s in sids:
+                await self._try(self.resume(s))
+        elif f in ("partition", "oneway", "delay"):
+            await self.heal()
+        elif f == "slow-fsync":
+            for s in sids:
+                await self._try(self.disk(s, "clear"))
+        elif f in ("kill", "crash-point", "fsync-fail", "lose-unsynced"):
+            for s in sids:
+                h = await self._handle(s)
+                if h is not None and f == "crash-point":
+                    await self._try(h.arm_crash.remote("recv:PING", 1 << 62))  # disarm: never fires
+                await self._try(self.restart(s))
+
+    async def _try(self, coro: Any) -> None:
+        try:
+            await coro
+        except Exception as e:  # e.g. restarting a replica that is running: nothing to undo
+            log.info("fault step: %s", e)
+
+    async def heal_and_restart_all(self) -> None:
+        await self._membership()
+        await self.heal()
+        for s in sorted(self.slowed):
+            await self._try(self.disk(s, "clear"))
+        for st in await self.controller.status.remote():
+            if st.get("paused"):
+                await self._try(self.resume(int(st["sid"])))
+        for st in await self.controller.status.remote():
+            if not st.get("alive"):
+                await self._try(self.restart(int(st["sid"])))

@@ -1,0 +1,178 @@
+"""The fault injector against a real ensemble: crash points in every phase, pauses, failed and
+slow fsyncs, delays and one-way partitions, and seeded schedules of mixed faults.
+
+Every test runs a write load while the fault happens, brings everything back, and then requires
+that every acknowledged write is on every replica, that the replicas' histories agree, and that
+the ensemble commits new writes.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.ensemble.conftest import assert_no_loss, converged, wait_until
+from zabray.workload import Workload
+
+pytestmark = pytest.mark.ray
+
+
+def healthy_after(ens, result) -> None:  # type: ignore[no-untyped-def]
+    for s in ens.status():
+        if not s.alive:
+            ens.restart(s.sid)
+    ens.wait_for_leader(30)
+    ens.submit(b"after the fault")
+    wait_until(lambda: converged(ens), timeout=60, what="all replicas converging")
+    assert_no_loss(ens, result.acked)
+
+
+def died(ens, sid: int) -> bool:  # type: ignore[no-untyped-def]
+    return not next(s for s in ens.status() if s.sid == sid).alive
+
+
+# A follower cut from its leader rejoins it: discovery and synchronization on both sides.
+REJOIN = [
+    ("follower", "recv:LEADERINFO"), ("follower", "send-before:ACKEPOCH"), ("follower", "recv:NEWLEADER"),
+    ("follower", "persist-after:current-epoch"), ("follower", "send-before:ACK_NEWLEADER"),
+    ("follower", "recv:UPTODATE"),
+    ("leader", "recv:FOLLOWERINFO"), ("leader", "recv:ACKEPOCH"), ("leader", "send-before:NEWLEADER"),
+    ("leader", "recv:ACK_NEWLEADER"),
+]
+
+
+@pytest.mark.parametrize("role,point", REJOIN, ids=[f"{r}-{p}" for r, p in REJOIN])
+def test_crash_points_in_discovery_and_synchronization(start, role: str, point: str) -> None:
+    ens = start(3)
+    leader = ens.wait_for_leader(30)
+    follower = next(s.sid for s in ens.status() if s.sid != leader)
+    victim = leader if role == "leader" else follower
+    wl = Workload(ens, in_flight=50).start()
+    wait_until(lambda: len(wl.result.records) > 200, what="writes flowing")
+    ens.arm_crash(victim, point)
+    ens.cut([follower], [leader])  # the follower's iteration ends; it rejoins through discovery
+    wait_until(lambda: died(ens, victim), timeout=30, what=f"replica {victim} to crash at {point}")
+    time.sleep(0.5)
+    result = wl.stop()
+    healthy_after(ens, result)
+
+
+# The leader dies: a new epoch, so acceptedEpoch and currentEpoch are written on both sides.
+NEW_EPOCH = ["persist-before:accepted-epoch", "persist-after:accepted-epoch", "persist-before:current-epoch",
+             "persist-after:current-epoch", "send-after:NEWLEADER"]
+
+
+@pytest.mark.parametrize("point", NEW_EPOCH)
+def test_crash_points_while_a_new_epoch_is_established(start, point: str) -> None:
+    ens = start(3)
+    leader = ens.wait_for_leader(30)
+    survivors = [s.sid for s in ens.status() if s.sid != leader]
+    wl = Workload(ens, in_flight=50).start()
+    wait_until(lambda: len(wl.result.records) > 200, what="writes flowing")
+    for s in survivors:
+        ens.arm_crash(s, point)
+    ens.kill(leader)
+    wait_until(lambda: any(died(ens, s) for s in survivors), timeout=30, what=f"a crash at {point}")
+    ens.restart(leader)
+    result = wl.stop()
+    healthy_after(ens, result)
+
+
+BROADCAST = [("follower", "persist-before:txns"), ("follower", "persist-after:txns"), ("follower", "send-before:ACK"),
+             ("follower", "send-after:ACK"), ("follower", "recv:COMMIT"), ("leader", "recv:ACK"),
+             ("leader", "send-before:COMMIT"), ("leader", "send-after:COMMIT"), ("leader", "persist-after:txns")]
+
+
+@pytest.mark.parametrize("role,point", BROADCAST, ids=[f"{r}-{p}" for r, p in BROADCAST])
+def test_crash_points_during_broadcast(start, role: str, point: str) -> None:
+    ens = start(3)
+    leader = ens.wait_for_leader(30)
+    victim = leader if role == "leader" else next(s.sid for s in ens.status() if s.sid != leader)
+    wl = Workload(ens, in_flight=100).start()
+    wait_until(lambda: len(wl.result.records) > 200, what="writes flowing")
+    ens.arm_crash(victim, point, nth=25)
+    wait_until(lambda: died(ens, victim), timeout=30, what=f"replica {victim} to crash at {point}")
+    n = len(wl.result.records)
+    wait_until(lambda: len(wl.result.records) > n + 200, timeout=30, what="writes going on after the crash")
+    result = wl.stop()
+    healthy_after(ens, result)
+
+
+def test_a_paused_leader_is_replaced_and_steps_down_on_resume(start) -> None:
+    ens = start(3, sync_limit=15)
+    leader = ens.wait_for_leader(30)
+    wl = Workload(ens, in_flight=50).start()
+    wait_until(lambda: len(wl.result.records) > 200, what="writes flowing")
+    ens.pause(leader)
+    wait_until(lambda: ens.leader() not in (None, leader), timeout=30, what="a new leader while the old is frozen")
+    n = len(wl.result.records)
+    wait_until(lambda: len(wl.result.records) > n + 200, timeout=30, what="writes through the new leader")
+    ens.resume(leader)
+    wait_until(lambda: next(s for s in ens.status() if s.sid == leader).state != "LEADING", timeout=30,
+               what="the resumed leader stepping down")
+    result = wl.stop()
+    healthy_after(ens, result)
+
+
+def test_a_failed_fsync_stops_the_replica_and_the_quorum_goes_on(start) -> None:
+    ens = start(3)
+    leader = ens.wait_for_leader(30)
+    follower = next(s.sid for s in ens.status() if s.sid != leader)
+    wl = Workload(ens, in_flight=50).start()
+    wait_until(lambda: len(wl.result.records) > 200, what="writes flowing")
+    ens.disk_fault(follower, "fsync-fail")
+    wait_until(lambda: died(ens, follower), timeout=30, what="the replica stopping")
+    assert "fdatasync failed" in (next(s for s in ens.status() if s.sid == follower).raw.get("fatal") or "")
+    n = len(wl.result.records)
+    wait_until(lambda: len(wl.result.records) > n + 300, timeout=30, what="the quorum committing on")
+    result = wl.stop()
+    assert result.count("failed") == 0
+    healthy_after(ens, result)
+
+
+def test_slow_fsync_delays_and_oneway_partitions_stay_safe_and_a_connected_quorum_commits(start) -> None:
+    ens = start(3)
+    leader = ens.wait_for_leader(30)
+    f1, f2 = [s.sid for s in ens.status() if s.sid != leader]
+    wl = Workload(ens, in_flight=50).start()
+    wait_until(lambda: len(wl.result.records) > 200, what="writes flowing")
+    for fault in ("delay", "oneway", "slow"):
+        if fault == "delay":
+            ens.delay([leader], [f1, f2], 30)
+        elif fault == "oneway":
+            ens.partition_oneway([f1], [leader])  # f1's ACKs never arrive; f2 still forms a quorum
+        else:
+            ens.disk_fault(f2, "slow-fsync", 20)
+        n = len(wl.result.records)
+        wait_until(lambda: len(wl.result.records) > n + 200, timeout=30, what=f"commits under {fault}")
+        ens.heal()
+        ens.disk_fault(f2, "clear")
+    result = wl.stop()
+    healthy_after(ens, result)
+
+
+SHORT_MIXED = {
+    "random": {
+        "steps": 20, "interval": [0.1, 0.4], "hold": [0.3, 0.8],
+        "mix": {"kill": 3, "pause": 1, "partition": 2, "oneway": 1, "delay": 1, "cut": 2, "crash-point": 3,
+                "slow-fsync": 1, "lose-unsynced": 1, "fsync-fail": 1},
+        "targets": ["leader", "follower", "minority", "random"],
+    },
+}
+
+
+@pytest.mark.slow
+def test_a_seeded_schedule_of_mixed_faults_loses_nothing_and_replays_the_same_faults(start) -> None:
+    ens = start(3)
+    ens.wait_for_leader(30)
+    runs = []
+    for _ in range(2):
+        wl = Workload(ens, in_flight=50).start()
+        prog = ens.run_schedule(SHORT_MIXED, seed=11, timeout=300)
+        result = wl.stop()
+        assert len(prog["log"]) == 20
+        runs.append([(e["fault"], e["role"], e["point"]) for e in prog["log"]])
+        healthy_after(ens, result)
+    assert runs[0] == runs[1]
+    assert len({f for f, _, _ in runs[0]}) >= 5  # a real mix
