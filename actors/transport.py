@@ -63,6 +63,7 @@ from zabray.protocol.messages import (
     Proposal,
     Request,
     Snap,
+    Touch,
     Trunc,
     UpToDate,
 )
@@ -70,7 +71,7 @@ from zabray.protocol.messages import (
 log = logging.getLogger(__name__)
 
 LEARNER_TO_LEADER: frozenset[type[Message]] = frozenset(
-    {FollowerInfo, ObserverInfo, AckEpoch, AckNewLeader, Ack, Ping, Request}
+    {FollowerInfo, ObserverInfo, AckEpoch, AckNewLeader, Ack, Ping, Request, Touch}
 )
 """Packets a learner may send on a channel; anything else arriving at the leader drops it."""
 LEADER_TO_LEARNER: frozenset[type[Message]] = frozenset(

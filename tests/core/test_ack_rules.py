@@ -124,3 +124,13 @@ def test_leader_offers_its_epoch_only_once_it_is_durable() -> None:
     assert isinstance(w, a.WriteAcceptedEpoch) and w.epoch == 4  # above every acceptedEpoch seen
     assert sent(out) == []
     assert [x.msg for x in n.step(Persisted(w.token)) if isinstance(x, a.Send)] == [m.LeaderInfo(4)]
+
+
+def test_session_touches_reach_the_leaders_shell() -> None:
+    """A learner forwards the sessions its clients were heard from; the leader reports them."""
+    from zabray.protocol.events import TouchSessions
+
+    n, ch = established_follower()
+    assert sent(n.step(TouchSessions((7, 9)))) == [m.Touch((7, 9))]
+    leader = Node(1, CFG, DurableState(accepted_epoch=3, current_epoch=3))
+    assert [x for x in leader.step(TouchSessions((7,))) if isinstance(x, a.SessionsTouched)] == []  # not leading

@@ -50,6 +50,7 @@ MESSAGES = st.one_of(
     st.builds(m.Inform, st.lists(txns, max_size=5).map(tuple)),
     st.builds(m.Ping, u63),
     st.builds(m.Request, st.integers(-1, 100), u32, st.binary(max_size=64)),
+    st.builds(m.Touch, st.lists(u63, max_size=5).map(tuple)),
 )
 
 
@@ -61,7 +62,7 @@ def test_every_packet_round_trips(msg: m.Message) -> None:
 
 def test_every_packet_type_is_covered_by_the_round_trip_strategy() -> None:
     tags = {cls.TAG for cls in m.ALL_MESSAGES}
-    assert len(tags) == len(m.ALL_MESSAGES) == 17
+    assert len(tags) == len(m.ALL_MESSAGES) == 18
 
 
 @given(st.binary(max_size=200))

@@ -133,6 +133,13 @@ class Failed(Action):
 
 
 @dataclass(frozen=True, slots=True)
+class SessionsTouched(Action):
+    """Leader only: these sessions are alive (heard here or reported by a learner)."""
+
+    sessions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Trace(Action):
     """A trace record (``zabray.trace``); the shell stamps run, replica, incarnation and time."""
 

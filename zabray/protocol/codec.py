@@ -58,6 +58,12 @@ def _txns(v: Any) -> tuple[Txn, ...]:
     return tuple(_txn(t) for t in v)
 
 
+def _ints(v: Any) -> tuple[int, ...]:
+    if type(v) is not list:
+        raise CodecError("expected a list of integers")
+    return tuple(_int(x) for x in v)
+
+
 def _enc_txn(t: Txn) -> list[Any]:
     return [t.zxid, t.value, t.origin, t.request_id]
 
@@ -68,10 +74,12 @@ _DECODERS: dict[str, Callable[[Any], Any]] = {
     "bool": _bool,
     "Txn": _txn,
     "tuple[Txn, ...]": _txns,
+    "tuple[int, ...]": _ints,
 }
 _ENCODERS: dict[str, Callable[[Any], Any]] = {
     "Txn": _enc_txn,
     "tuple[Txn, ...]": lambda ts: [_enc_txn(t) for t in ts],
+    "tuple[int, ...]": list,
 }
 _ZXID_FIELDS = {"zxid", "last_zxid"}
 

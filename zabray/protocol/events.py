@@ -73,5 +73,13 @@ class Submit(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class TouchSessions(Event):
+    """Clients of these sessions were heard from at this replica. A learner passes them to its
+    leader (TOUCH); the leader reports them to its own shell (``SessionsTouched``)."""
+
+    sessions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class SnapshotRequested(Event):
     """The shell wants a snapshot of the delivered state (answered with ``PersistSnapshot``)."""

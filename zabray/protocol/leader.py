@@ -27,7 +27,14 @@ from typing import TYPE_CHECKING
 
 from zabray import trace
 from zabray.errors import ProtocolError
-from zabray.protocol.actions import AppendTxns, Close, Send, WriteAcceptedEpoch, WriteCurrentEpoch
+from zabray.protocol.actions import (
+    AppendTxns,
+    Close,
+    Send,
+    SessionsTouched,
+    WriteAcceptedEpoch,
+    WriteCurrentEpoch,
+)
 from zabray.protocol.events import ChannelId
 from zabray.protocol.messages import (
     Ack,
@@ -46,6 +53,7 @@ from zabray.protocol.messages import (
     Proposal,
     Request,
     Snap,
+    Touch,
     Trunc,
     Txn,
     UpToDate,
@@ -258,6 +266,10 @@ class Leader(Role):
     def on_submit(self, request_id: int, value: bytes) -> None:
         self._request(self.node.sid, request_id, value)
 
+    def on_touch(self, sessions: tuple[int, ...]) -> None:
+        if self.established and sessions:
+            self.node.emit(SessionsTouched(sessions))
+
     def _request(self, origin: int, request_id: int, value: bytes) -> None:
         if not self.established:
             if origin == self.node.sid:
@@ -363,6 +375,9 @@ class Leader(Role):
             self._request(msg.origin, msg.request_id, msg.value)  # type: ignore[attr-defined]
         elif t is Ping:
             pass
+        elif t is Touch:
+            if self.established and msg.sessions:  # type: ignore[attr-defined]
+                n.emit(SessionsTouched(msg.sessions))  # type: ignore[attr-defined]
         elif t is AckEpoch:
             self._on_ack_epoch(h, msg)  # type: ignore[arg-type]
         elif t is AckNewLeader:

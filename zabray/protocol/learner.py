@@ -47,6 +47,7 @@ from zabray.protocol.messages import (
     Proposal,
     Request,
     Snap,
+    Touch,
     Trunc,
     UpToDate,
 )
@@ -225,6 +226,10 @@ class Learner(Role):
         self._append(fresh)
         if msg.txns:
             self._on_commit(msg.txns[-1].zxid)
+
+    def on_touch(self, sessions: tuple[int, ...]) -> None:
+        if self.stage == Stage.BROADCAST and sessions:
+            self._send(Touch(tuple(sessions)))
 
     def on_submit(self, request_id: int, value: bytes) -> None:
         if self.stage != Stage.BROADCAST:

@@ -225,6 +225,16 @@ class Request(Message):
     value: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class Touch(Message):
+    """Sessions a learner's clients were heard from; the leader's session tracker expires the rest
+    (ZooKeeper piggybacks these on learner pings)."""
+
+    TAG: ClassVar[int] = 36
+    NAME: ClassVar[str] = "TOUCH"
+    sessions: tuple[int, ...]
+
+
 ALL_MESSAGES: tuple[type[Message], ...] = (
     Notification,
     FollowerInfo,
@@ -243,4 +253,5 @@ ALL_MESSAGES: tuple[type[Message], ...] = (
     Inform,
     Ping,
     Request,
+    Touch,
 )

@@ -41,6 +41,7 @@ from zabray.protocol.events import (
     SnapshotRequested,
     Submit,
     Tick,
+    TouchSessions,
 )
 from zabray.protocol.history import History
 from zabray.protocol.messages import PeerState
@@ -125,6 +126,8 @@ class Node:
             role.on_submit(event.request_id, event.value)
         elif type(event) is SnapshotRequested:
             self._snapshot()
+        elif type(event) is TouchSessions:
+            role.on_touch(event.sessions)
         else:
             raise TypeError(f"not an event: {event!r}")
 

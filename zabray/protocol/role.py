@@ -33,6 +33,9 @@ class Role:
     def on_submit(self, request_id: int, value: bytes) -> None:
         self.node.emit(Failed(request_id, "no leader is established", uncertain=False))
 
+    def on_touch(self, sessions: tuple[int, ...]) -> None:
+        """Session liveness: dropped unless a leader (or a learner with a leader) is there."""
+
     def forget_request(self, request_id: int) -> None:
         """The request committed and was answered; it is no longer in doubt."""
 

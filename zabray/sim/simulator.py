@@ -69,6 +69,10 @@ class SimOptions:
     liveness_ticks: int = 200
     config: dict[str, int] = field(default_factory=dict)
     node_factory: Callable[..., Node] | None = None  # tests plant broken cores here
+    value_factory: Callable[[random.Random, int], bytes] | None = None
+    """Makes the nth client request (default: a unique opaque value)."""
+    app_factory: Callable[[], Any] | None = None
+    """Makes each replica's state machine (default ``ValueLog``), e.g. ``zabray.tree.DataTree``."""
     store_factory: Callable[[int], Any] | None = None
     """Makes a replica's store (default ``MemoryStore``). A store other than ``MemoryStore``
     (the on-disk one) must drop unsynced writes on ``close()``; the simulator then crashes a
@@ -138,6 +142,7 @@ class Simulation:
         self.next_request = 1
         self.pending_requests: dict[tuple[int, int], bytes] = {}
         self.invoked: dict[tuple[int, int], float] = {}
+        self.committed_at: dict[tuple[int, int], int] = {}  # (replica, request) -> zxid
         self.crash_points: Counter[str] = Counter()
         self.fault_counts: Counter[str] = Counter()
         self.stats: Counter[str] = Counter()
@@ -159,14 +164,13 @@ class Simulation:
         r.incarnation += 1
         durable = r.store.recover()
         factory = self.opt.node_factory or Node
-        r.node = factory(sid, self.cfg, durable, incarnation=r.incarnation)
+        app = self.opt.app_factory() if self.opt.app_factory else None
+        r.node = factory(sid, self.cfg, durable, incarnation=r.incarnation, app=app)
         r.pending.clear()
         r.written = r.synced = r.told = 0
         chain = None
-        if durable.snapshot is not None:
-            v = ValueLog()
-            v.restore(durable.snapshot)
-            chain = v.chain
+        if durable.snapshot is not None and isinstance(r.node.app, ValueLog):
+            chain = r.node.app.chain
         self.checker.start_incarnation(sid, r.incarnation, durable.snapshot_zxid, chain)
         self._log(f"start {sid} (incarnation {r.incarnation}, last zxid {fmt(durable.last_zxid)}, "
                   f"epochs {durable.accepted_epoch}/{durable.current_epoch})")
@@ -230,6 +234,7 @@ class Simulation:
             self.checker.delivered(sid, r.incarnation, txn.zxid, trace.digest(txn.value), txn.value)
             self.stats["deliveries"] += 1
         elif t is Committed:
+            self.committed_at[(sid, a.request_id)] = a.zxid  # type: ignore[attr-defined]
             value = self.pending_requests.pop((sid, a.request_id), None)  # type: ignore[attr-defined]
             if value is not None:
                 self._client_row(sid, a.request_id, value, "ok", a.zxid)  # type: ignore[attr-defined]
@@ -348,7 +353,8 @@ class Simulation:
     def _submit(self, sid: int) -> None:
         rid = self.next_request
         self.next_request += 1
-        value = f"s{self.seed}-r{rid}".encode()
+        vf = self.opt.value_factory
+        value = vf(self.rng, rid) if vf else f"s{self.seed}-r{rid}".encode()
         self.pending_requests[(sid, rid)] = value
         self.invoked[(sid, rid)] = self._now()
         self._log(f"client@{sid} submits request {rid}")
@@ -566,17 +572,12 @@ class Simulation:
                 rid = self.next_request
                 self._submit(leader)
             self._calm_round()
-            value = f"s{self.seed}-r{rid}".encode()
-            done = any(self._applied_everywhere(value, r) for r in self.replicas.values() if r.node)
+            zxid = self.committed_at.get((leader, rid)) if leader is not None else None
+            done = zxid is not None and all(
+                r.node is not None and r.node.applied >= zxid for r in self.replicas.values())
         if not done:
             self.checker._fail("liveness", f"no write committed on every replica within "
                                f"{self.opt.liveness_ticks} ticks of healing")
-
-    def _applied_everywhere(self, value: bytes, r: SimReplica) -> bool:
-        node = r.node
-        assert node is not None
-        found = [t.zxid for t in node.history.after(node.history.base, node.applied) if t.value == value]
-        return bool(found) and all(x.node is not None and x.node.applied >= found[0] for x in self.replicas.values())
 
     def _established_leader(self) -> int | None:
         from zabray.protocol.leader import Leader
