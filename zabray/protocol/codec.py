@@ -14,7 +14,7 @@ from typing import Any
 import msgpack
 
 from zabray.errors import CodecError
-from zabray.protocol.messages import ALL_MESSAGES, Message, Txn
+from zabray.protocol.messages import ALL_MESSAGES, Ack, Commit, Message, Ping, Proposal, Txn
 from zabray.protocol.zxid import Zxid
 
 VERSION = 1
@@ -112,8 +112,35 @@ _SPECS = _build_specs()
 _BY_CLASS = {s.cls: s for s in _SPECS.values()}
 
 
+# Fast paths for the broadcast hot path (one PROPOSAL per txn per follower, ACK/COMMIT per batch):
+# the same wire format and the same checks as the generic code, without the per-field dispatch.
+_PROPOSAL, _ACK, _COMMIT, _PING = 30, 31, 32, 34
+
+
+def _fast_decode(tag: int, obj: list[Any]) -> Message | None:
+    if tag == _PROPOSAL and len(obj) == 3:
+        t = obj[2]
+        if type(t) is list and len(t) == 4:
+            z, v, o, r = t
+            if (type(z) is int and 0 <= z < _U64 and type(v) is bytes and type(o) is int
+                    and _INT_MIN <= o < _U64 and type(r) is int and _INT_MIN <= r < _U64):
+                return Proposal(Txn(Zxid(z), v, o, r))
+        return None
+    if (tag == _ACK or tag == _COMMIT or tag == _PING) and len(obj) == 3:
+        z = obj[2]
+        if type(z) is int and 0 <= z < _U64:
+            return (Ack if tag == _ACK else Commit if tag == _COMMIT else Ping)(Zxid(z))
+    return None
+
+
 def to_wire(msg: Message) -> list[Any]:
-    spec = _BY_CLASS[type(msg)]
+    t = type(msg)
+    if t is Proposal:
+        x = msg.txn  # type: ignore[attr-defined]
+        return [VERSION, _PROPOSAL, [x.zxid, x.value, x.origin, x.request_id]]
+    if t is Ack or t is Commit or t is Ping:
+        return [VERSION, t.TAG, msg.zxid]  # type: ignore[attr-defined]
+    spec = _BY_CLASS[t]
     out: list[Any] = [VERSION, spec.cls.TAG]
     for name, enc in zip(spec.names, spec.encoders, strict=True):
         v = getattr(msg, name)
@@ -126,6 +153,10 @@ def from_wire(obj: Any) -> Message:
         raise CodecError("a message is an array [version, tag, fields...]")
     if obj[0] != VERSION:
         raise CodecError(f"unsupported codec version {obj[0]!r:.20} (this build speaks {VERSION})")
+    if obj[0] == VERSION and type(obj[1]) is int and 30 <= obj[1] <= 34:
+        fast = _fast_decode(obj[1], obj)
+        if fast is not None:
+            return fast
     spec = _SPECS.get(obj[1]) if type(obj[1]) is int else None
     if spec is None:
         raise CodecError(f"unknown message tag {obj[1]!r:.20}")
@@ -138,9 +169,12 @@ def encode(msg: Message) -> bytes:
     return msgpack.packb(to_wire(msg), use_bin_type=True)
 
 
+_unpackb = msgpack.unpackb
+
+
 def decode(data: bytes) -> Message:
     try:
-        obj = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
+        obj = _unpackb(data, raw=False, strict_map_key=True, use_list=True)
     except CodecError:
         raise
     except Exception as e:  # msgpack raises several unrelated types on garbage
