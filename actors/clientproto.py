@@ -6,6 +6,11 @@ connection naming another ensemble, or sending anything malformed, is dropped.
 Requests:  ``["SUBMIT", rid, value]``, ``["STATUS", rid]``.
 Replies:   ``["COMMITTED", rid, zxid]``, ``["FAILED", rid, reason, uncertain]``,
            ``["STATUS", rid, {...}]``.
+
+ZooKeeper service (only on a ``service: zookeeper`` ensemble, see ``actors.zkservice``):
+request ``["ZK", rid, op, args]``; replies ``["ZREPLY", rid, zxid, error, value]`` (error is
+None or ``[code, message, path, index]``) and unsolicited events ``["ZEVENT", kind, args]``
+(watch notifications, session expiry).
 """
 
 from __future__ import annotations
@@ -30,6 +35,27 @@ class SubmitReq:
 @dataclass(frozen=True, slots=True)
 class StatusReq:
     rid: int
+
+
+@dataclass(frozen=True, slots=True)
+class ZkReq:
+    rid: int
+    op: str
+    args: list[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ZkRep:
+    rid: int
+    zxid: int
+    error: list[Any] | None
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ZkEvent:
+    kind: str
+    args: list[Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +104,7 @@ def _rid(v: Any) -> int:
     return v
 
 
-def encode(msg: SubmitReq | StatusReq | CommittedRep | FailedRep | StatusRep) -> bytes:
+def encode(msg: Any) -> bytes:
     t = type(msg)
     if t is SubmitReq:
         obj: list[Any] = ["SUBMIT", msg.rid, msg.value]  # type: ignore[union-attr]
@@ -88,14 +114,22 @@ def encode(msg: SubmitReq | StatusReq | CommittedRep | FailedRep | StatusRep) ->
         obj = ["COMMITTED", msg.rid, msg.zxid]  # type: ignore[union-attr]
     elif t is FailedRep:
         obj = ["FAILED", msg.rid, msg.reason, msg.uncertain]  # type: ignore[union-attr]
+    elif t is ZkReq:
+        obj = ["ZK", msg.rid, msg.op, msg.args]  # type: ignore[union-attr]
+    elif t is ZkRep:
+        obj = ["ZREPLY", msg.rid, msg.zxid, msg.error, msg.value]  # type: ignore[union-attr]
+    elif t is ZkEvent:
+        obj = ["ZEVENT", msg.kind, msg.args]  # type: ignore[union-attr]
     else:
         obj = ["STATUS", msg.rid, msg.status]  # type: ignore[union-attr]
     return msgpack.packb(obj, use_bin_type=True)
 
 
-def decode_request(payload: bytes) -> SubmitReq | StatusReq:
+def decode_request(payload: bytes) -> SubmitReq | StatusReq | ZkReq:
     obj = _unpack(payload)
     if type(obj) is list and obj:
+        if obj[0] == "ZK" and len(obj) == 4 and type(obj[2]) is str and type(obj[3]) is list:
+            return ZkReq(_rid(obj[1]), obj[2], obj[3])
         if obj[0] == "SUBMIT" and len(obj) == 3 and type(obj[2]) is bytes:
             return SubmitReq(_rid(obj[1]), obj[2])
         if obj[0] == "STATUS" and len(obj) == 2:
@@ -103,9 +137,13 @@ def decode_request(payload: bytes) -> SubmitReq | StatusReq:
     raise CodecError("malformed client request")
 
 
-def decode_reply(payload: bytes) -> CommittedRep | FailedRep | StatusRep:
+def decode_reply(payload: bytes) -> CommittedRep | FailedRep | StatusRep | ZkRep | ZkEvent:
     obj = _unpack(payload)
     if type(obj) is list and obj:
+        if obj[0] == "ZREPLY" and len(obj) == 5 and type(obj[2]) is int:
+            return ZkRep(_rid(obj[1]), obj[2], obj[3], obj[4])
+        if obj[0] == "ZEVENT" and len(obj) == 3 and type(obj[1]) is str and type(obj[2]) is list:
+            return ZkEvent(obj[1], obj[2])
         if obj[0] == "COMMITTED" and len(obj) == 3 and type(obj[2]) is int:
             return CommittedRep(_rid(obj[1]), obj[2])
         if obj[0] == "FAILED" and len(obj) == 4 and type(obj[2]) is str and type(obj[3]) is bool:

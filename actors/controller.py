@@ -126,6 +126,11 @@ class EnsembleController:
         """The replica's actor handle (for the fault injector), or None if it is down."""
         return self.handles.get(sid)
 
+    async def snapshot(self, sid: int) -> dict[str, int]:
+        """Ask replica ``sid`` for a snapshot now (the snapshot actor's and tests' passthrough)."""
+        self._check(sid)
+        return await self.handles[sid].request_snapshot.remote()
+
     async def record_fault(self, kind: str, target: str, start: float, end: float | None) -> None:
         path = Path(self.run_dir) / "trace" / "faults.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -39,6 +39,7 @@ from zabray.protocol.actions import (
     Open,
     Persist,
     Send,
+    SessionsTouched,
     Trace,
 )
 from zabray.protocol.events import (
@@ -99,6 +100,11 @@ class ReplicaServer:
         self._snap_due = self._snapshot_interval()
         self.faults = ReplicaFaults()
         self._dying = False
+        self.zk: Any = None
+        if config.service == "zookeeper":
+            from actors.zkservice import ZkService
+
+            self.zk = ZkService(self)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -109,7 +115,8 @@ class ReplicaServer:
         self.incarnation = next_incarnation(self.data_dir, self.min_incarnation)
         self.store = DiskStore(self.data_dir / "store", keep_snapshots=self.cfg.keep_snapshots)
         durable = await loop.run_in_executor(self._io, self.store.recover)
-        self.node = Node(self.sid, self.proto, durable, incarnation=self.incarnation)
+        self.node = Node(self.sid, self.proto, durable, incarnation=self.incarnation,
+                         app=self.zk.tree if self.zk is not None else None)
         if self.run_dir is not None and self.cfg.trace:
             tdir = self.run_dir / "trace"
             tdir.mkdir(parents=True, exist_ok=True)
@@ -163,6 +170,8 @@ class ReplicaServer:
         while True:
             await asyncio.sleep(period)
             self._step(Tick())
+            if self.zk is not None:
+                self.zk.tick()
             n += 1
             if self._trace is not None and n % 25 == 0:
                 self._trace.flush()
@@ -209,9 +218,20 @@ class ReplicaServer:
                     self._trace.write(a.record, time.time())  # type: ignore[attr-defined]
             elif t is Deliver:
                 self._delivered()
+                if self.zk is not None:
+                    self.zk.delivered(a.result)  # type: ignore[attr-defined]
             elif t is Committed:
+                if self.zk is not None and self.zk.committed(a.request_id, a.zxid, a.result):  # type: ignore[attr-defined]
+                    self.stats["committed"] += 1
+                    continue
                 self._reply(a.request_id, cp.CommittedRep(0, int(a.zxid)))  # type: ignore[attr-defined]
+            elif t is SessionsTouched:
+                if self.zk is not None:
+                    self.zk.touched_at_leader(a.sessions)  # type: ignore[attr-defined]
             elif t is Failed:
+                if self.zk is not None and self.zk.failed(a.request_id, a.reason, a.uncertain):  # type: ignore[attr-defined]
+                    self.stats["failed"] += 1
+                    continue
                 self._reply(a.request_id, cp.FailedRep(0, a.reason, a.uncertain))  # type: ignore[attr-defined]
             elif isinstance(a, Persist):
                 self._pq.append(a)
@@ -316,6 +336,8 @@ class ReplicaServer:
 
     def _delivered(self) -> None:
         self.stats["delivered"] += 1
+        if self.cfg.snapshot_actor:
+            return  # the snapshot actor (actors/snapshots.py) asks for snapshots instead
         self._snap_due -= 1
         if self._snap_due <= 0:
             self._snap_due = self._snapshot_interval()
@@ -381,7 +403,16 @@ class ReplicaServer:
             stats=dict(self.stats),
             transport=dict(self.transport.stats) if self.transport is not None else {},
         )
+        if self.zk is not None:
+            s["zk"] = self.zk.status()
         return s
+
+    def request_snapshot(self) -> dict[str, int]:
+        """Take a snapshot of the delivered state now (the snapshot actor calls this)."""
+        if self.node is not None and self.fatal is None:
+            self._step(SnapshotRequested())
+        return {"delivered": self.stats["delivered"],
+                "applied": int(self.node.applied) if self.node is not None else 0}
 
 
 class _ClientConn(asyncio.Protocol):
@@ -402,6 +433,8 @@ class _ClientConn(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.server._clients.discard(self)
         self.transport = None
+        if self.server.zk is not None:
+            self.server.zk.conn_lost(self)
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -413,6 +446,12 @@ class _ClientConn(asyncio.Protocol):
                 req = cp.decode_request(payload)
                 if isinstance(req, cp.SubmitReq):
                     self.server.submit(self, req.rid, req.value)
+                elif isinstance(req, cp.ZkReq):
+                    if self.server.zk is None:
+                        self.send(cp.ZkRep(req.rid, 0, ["BAD_ARGUMENTS", "this ensemble runs service: broadcast",
+                                                        None, None], None))
+                    else:
+                        self.server.zk.handle(self, req)
                 else:
                     self.send(cp.StatusRep(req.rid, self.server.status()))
                 if self.transport is None:
@@ -468,6 +507,9 @@ class ReplicaActor:
 
     async def status(self) -> dict[str, Any]:
         return self.server.status()
+
+    async def request_snapshot(self) -> dict[str, int]:
+        return self.server.request_snapshot()
 
     async def history(self, after: int = 0) -> list[tuple[int, str]]:
         return self.server.history(after)

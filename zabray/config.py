@@ -45,6 +45,10 @@ class EnsembleConfig:
     data_dir: str = "/tmp/zabray/data"
     run_dir: str = "runs"
     trace: bool = True
+    service: str = "broadcast"
+    """"broadcast": opaque values (a ValueLog); "zookeeper": the data tree, sessions and watches."""
+    snapshot_actor: bool = False
+    """True: a snapshot actor asks replicas for snapshots instead of each replica self-triggering."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -106,6 +110,8 @@ class EnsembleConfig:
             raise ConfigError("config key 'diff_window' must be >= 0")
         if self.sync_limit <= self.ping_interval:
             raise ConfigError("config key 'sync_limit' must exceed 'ping_interval', or every learner looks dead")
+        if self.service not in ("broadcast", "zookeeper"):
+            raise ConfigError(f"config key 'service' must be 'broadcast' or 'zookeeper', got {self.service!r}")
         if not self.data_dir:
             raise ConfigError("config key 'data_dir' must name a directory")
 

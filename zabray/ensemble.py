@@ -340,6 +340,27 @@ class Ensemble:
 
         return loop.run(go())
 
+    # -- ZooKeeper sessions (service: zookeeper) ------------------------------------------------
+
+    def session(self, timeout: float = 10.0, *, connect_timeout: float = 30.0) -> Any:
+        """A new ZooKeeper ``Session`` (``zabray.session``) with ``timeout`` seconds; needs an
+        ensemble started with ``service="zookeeper"``."""
+        from zabray.session import Session
+
+        if self.info.get("config", {}).get("service", "zookeeper") != "zookeeper":
+            raise ConfigError(f"ensemble {self.name!r} runs service: broadcast; start it with service='zookeeper'")
+
+        def refresh() -> dict[int, tuple[str, int]]:
+            self.info = self._call("describe", timeout=10)
+            return self._addresses()
+
+        return Session(self.name, self._addresses(), timeout=timeout, refresh=refresh,
+                       connect_timeout=connect_timeout)
+
+    def snapshot(self, sid: int) -> dict[str, int]:
+        """Ask replica ``sid`` to take a snapshot now."""
+        return self._call("snapshot", sid)
+
     def __enter__(self) -> Ensemble:
         return self
 
