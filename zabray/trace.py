@@ -15,8 +15,9 @@ Kinds and what they promise:
                initial history.
 ``propose``    leader ``replica`` broadcast ``zxid`` (epoch ``epoch``) with value ``digest``.
 ``deliver``    ``replica`` delivered ``zxid`` with value ``digest``; per incarnation, in order.
-``snapshot``   ``replica`` replaced its state by a SNAP of the leader's state through ``zxid``;
-               its deliveries go on after ``zxid``.
+``snapshot``   ``replica`` holds the state through ``zxid`` without delivering each txn: it
+               installed a SNAP from its leader, or this incarnation started from its own
+               snapshot; its deliveries go on after ``zxid``.
 ``client``     one client operation: ``session``, ``op``, ``path``, ``invoke_t``,
                ``complete_t``, ``outcome`` (ok/failed/unknown), ``zxid`` (the zxid it wrote, or
                the zxid its read saw), ``digest`` of the value written.
@@ -150,16 +151,20 @@ def row(record: Any, *, run: str, src: str, replica: int, inc: int, t: float) ->
 
 
 class TraceWriter:
-    """Appends rows as JSON lines to an open text file. Flushes on ``flush()``/``close()``;
-    a trace is evidence, not state, so it is not fsynced per row."""
+    """Appends rows as JSON lines to an open text file, handing each row to the kernel at once.
+
+    Write-through matters: a replica killed with rows in a userspace buffer would leave a trace
+    that says less than its messages did (a txn delivered elsewhere that "nobody proposed").
+    Rows are not fsynced: a trace is evidence, not state, and a process crash keeps the page cache.
+    """
 
     def __init__(self, fh: TextIO, *, run: str, src: str, replica: int = -1, inc: int = 0) -> None:
         self._fh = fh
         self._env = {"run": run, "src": src, "replica": replica, "inc": inc}
 
     def write(self, record: Any, t: float) -> None:
-        self._fh.write(json.dumps(row(record, t=t, **self._env), separators=(",", ":")))
-        self._fh.write("\n")
+        self._fh.write(json.dumps(row(record, t=t, **self._env), separators=(",", ":")) + "\n")
+        self._fh.flush()
 
     def flush(self) -> None:
         self._fh.flush()

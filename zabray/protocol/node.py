@@ -92,6 +92,11 @@ class Node:
         self._held: deque[tuple[int, Action]] = deque()
         self._snapshots: deque[tuple[int, Zxid]] = deque()
         self._out: list[Action] = []
+        # Where this incarnation's deliveries resume: a trace reader must know they start after
+        # the snapshot, not from the first txn. Emitted with the first step's actions.
+        self._pending_out: list[Action] = (
+            [Trace(trace.SnapshotInstalled(self.applied.epoch, self.applied))] if self.applied else []
+        )
         self.role: Election | Leader | Learner
         from zabray.protocol.election import Election
 
@@ -100,7 +105,8 @@ class Node:
     # -- the entry point ------------------------------------------------------------------
 
     def step(self, event: Event) -> list[Action]:
-        self._out = out = []
+        self._out = out = self._pending_out
+        self._pending_out = []
         try:
             self._dispatch(event)
         except ProtocolError as e:
