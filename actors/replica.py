@@ -247,6 +247,8 @@ class ReplicaServer:
                 transport.open(a.channel)  # type: ignore[attr-defined]
             elif t is Close:
                 transport.close(a.channel)  # type: ignore[attr-defined]
+        if self.zk is not None:
+            self.zk.flush()
 
     # -- injected faults --------------------------------------------------------------------------
 

@@ -81,7 +81,7 @@ def wire_value(v: Any) -> Any:
 
 
 class _Entry:
-    __slots__ = ("rid", "done", "reply", "read", "st", "on_ok")
+    __slots__ = ("rid", "done", "reply", "read", "st", "on_ok", "value")
 
     def __init__(self, rid: int, st: _Conn | None, read: tuple[str, list[Any]] | None = None) -> None:
         self.rid = rid
@@ -90,16 +90,18 @@ class _Entry:
         self.done = False
         self.reply: cp.ZkRep | None = None
         self.on_ok: Callable[[], None] | None = None
+        self.value: bytes | None = None  # a write held back behind an earlier read
 
 
 class _Conn:
-    __slots__ = ("conn", "session", "queue", "closing")
+    __slots__ = ("conn", "session", "queue", "closing", "reads")
 
     def __init__(self, conn: _ClientConn) -> None:
         self.conn = conn
         self.session = 0
         self.queue: deque[_Entry] = deque()
         self.closing = False
+        self.reads = 0  # unanswered reads in the queue
 
 
 class ZkService:
@@ -115,6 +117,7 @@ class ZkService:
         self.tracker: dict[int, float] | None = None
         self.expiring: dict[int, int] = {}  # session -> core request id of its close
         self.serving = False
+        self.dirty: set[_Conn] = set()
         self._counter = 0
         self.stats = {"sessions_created": 0, "sessions_expired": 0, "reads": 0, "writes": 0,
                       "watch_events": 0, "refused_behind": 0, "refused_not_ready": 0}
@@ -140,6 +143,7 @@ class ZkService:
         self.touched.add(st.session)
         if op in READS:
             st.queue.append(_Entry(req.rid, st, (op, req.args)))
+            st.reads += 1
             self._drain(st)
         elif op in WRITES:
             self._write(st, req)
@@ -174,7 +178,7 @@ class ZkService:
             if error is None:
                 e.on_ok()
             e.on_ok = None
-        self._finish(e, cp.ZkRep(e.rid, int(zxid), error, value))
+        self._finish(e, cp.ZkRep(e.rid, int(zxid), error, value), defer=True)
         return True
 
     def failed(self, rid: int, reason: str, uncertain: bool) -> bool:
@@ -182,7 +186,7 @@ class ZkService:
         if e is None:
             return False
         code = "CONNECTION_LOSS" if uncertain else "NOT_READY"
-        self._finish(e, cp.ZkRep(e.rid, self.tree.last_zxid, err(code, reason), None))
+        self._finish(e, cp.ZkRep(e.rid, self.tree.last_zxid, err(code, reason), None), defer=True)
         return True
 
     def delivered(self, result: Result | None) -> None:
@@ -265,11 +269,22 @@ class ZkService:
         st.queue.append(e)
         self._finish(e, cp.ZkRep(rid, self.tree.last_zxid, error, value))
 
-    def _finish(self, e: _Entry, rep: cp.ZkRep) -> None:
+    def flush(self) -> None:
+        """End of a core step: every Deliver of the step was handled (its watches sent), so the
+        reads waiting behind this step's commits may now run against the tree."""
+        while self.dirty:
+            self._drain(self.dirty.pop())
+
+    def _finish(self, e: _Entry, rep: cp.ZkRep, defer: bool = False) -> None:
         e.reply = rep
         e.done = True
         if e.st is not None:
-            self._drain(e.st)
+            if defer:
+                # The core applied every txn of this step to the tree before the shell saw the
+                # first Deliver: a read run now could see state whose watches are not sent yet.
+                self.dirty.add(e.st)
+            else:
+                self._drain(e.st)
         else:
             # An internal close_session (expiry) that failed may be retried next tick.
             if rep.error is not None:
@@ -283,10 +298,31 @@ class ZkService:
             e = q[0]
             if not e.done:
                 if e.read is None:
-                    return
+                    break
                 self._read(st, e)
             q.popleft()
+            if e.read is not None:
+                st.reads -= 1
             st.conn.send(e.reply)
+        self._release(st)
+
+    def _release(self, st: _Conn) -> None:
+        """Submit the writes held behind reads that are now answered. A write issued after a read
+        waits until that read ran: the core applies a whole batch of commits to the tree before
+        the shell sees them, so a read must never wait on its own session's later writes."""
+        if not st.reads:
+            held = [e for e in st.queue if e.value is not None]
+        else:
+            held = []
+            for e in st.queue:
+                if e.read is not None:
+                    break
+                if e.value is not None:
+                    held.append(e)
+        for e in held:
+            value, e.value = e.value, None
+            if value is not None:  # a nested release (from inside _submit) may have sent it
+                self._submit(e, value)
 
     def _submit(self, e: _Entry, value: bytes) -> int:
         srv = self.server
@@ -327,7 +363,10 @@ class ZkService:
                                      None))
             return
         self.stats["writes"] += 1
-        self._submit(e, value)
+        if st.reads:
+            e.value = value
+        else:
+            self._submit(e, value)
 
     def _read(self, st: _Conn, e: _Entry) -> None:
         assert e.read is not None

@@ -342,9 +342,9 @@ class Ensemble:
 
     # -- ZooKeeper sessions (service: zookeeper) ------------------------------------------------
 
-    def session(self, timeout: float = 10.0, *, connect_timeout: float = 30.0) -> Any:
+    def session(self, timeout: float = 10.0, *, connect_timeout: float = 30.0, replica: int | None = None) -> Any:
         """A new ZooKeeper ``Session`` (``zabray.session``) with ``timeout`` seconds; needs an
-        ensemble started with ``service="zookeeper"``."""
+        ensemble started with ``service="zookeeper"``. ``replica`` picks the first replica to try."""
         from zabray.session import Session
 
         if self.info.get("config", {}).get("service", "zookeeper") != "zookeeper":
@@ -355,7 +355,7 @@ class Ensemble:
             return self._addresses()
 
         return Session(self.name, self._addresses(), timeout=timeout, refresh=refresh,
-                       connect_timeout=connect_timeout)
+                       connect_timeout=connect_timeout, replica=replica)
 
     def snapshot(self, sid: int) -> dict[str, int]:
         """Ask replica ``sid`` to take a snapshot now."""

@@ -148,6 +148,7 @@ class SessionCore:
         self.last_heard = 0.0
         self.last_sent = 0.0
         self.moves = 0
+        self.prefer: int | None = None
         self.first_connect: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -211,6 +212,10 @@ class SessionCore:
         if self.connected_to in sids and len(sids) > 1:  # move away from the replica we lost
             sids.remove(self.connected_to)
             sids.append(self.connected_to)
+        if self.prefer in sids:
+            sids.remove(self.prefer)
+            sids.insert(0, self.prefer)
+            self.prefer = None
         for sid in sids:
             if self.closed or self.expired:
                 return None
@@ -393,7 +398,7 @@ class Session:
 
     def __init__(self, ensemble: str, addresses: dict[int, tuple[str, int]], *, timeout: float = 10.0,
                  refresh: Callable[[], dict[int, tuple[str, int]]] | None = None,
-                 connect_timeout: float = 30.0) -> None:
+                 connect_timeout: float = 30.0, replica: int | None = None) -> None:
         if not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
         from zabray.client import LoopThread
@@ -411,6 +416,7 @@ class Session:
 
         async def make() -> tuple[SessionCore, asyncio.Future[None]]:
             core = SessionCore(ensemble, addresses, int(timeout * 1000), refresh, on_event)
+            core.prefer = replica
             return core, core.start()
 
         self._core, first = self._lt.run(make())

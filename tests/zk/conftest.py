@@ -1,0 +1,76 @@
+"""Real Ray, real TCP, real fsync: ``service: zookeeper`` ensembles (see tests/ensemble/conftest.py)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from zabray.ensemble import Ensemble
+
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(scope="module")
+def ray_local() -> Iterator[None]:
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    os.environ.pop("RAY_ADDRESS", None)
+    ray.init(namespace="zabray", include_dashboard=False, log_to_driver=False, num_cpus=2)
+    yield
+    ray.shutdown()
+
+
+def _name() -> str:
+    return f"zk-{os.getpid()}-{time.monotonic_ns() % 10**8}"
+
+
+@pytest.fixture(scope="module")
+def zk(ray_local: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ensemble]:
+    """One 3-replica ZooKeeper ensemble shared by a module's non-destructive tests."""
+    tmp = tmp_path_factory.mktemp("zk")
+    ens = Ensemble.start(3, name=_name(), data_dir=str(tmp / "data"), run_dir=str(tmp / "run"),
+                         service="zookeeper", trace=False)
+    ens.wait_for_leader()
+    yield ens
+    ens.stop()
+
+
+@pytest.fixture
+def start(ray_local: None, tmp_path: Path) -> Iterator[Callable[..., Ensemble]]:
+    made: list[Ensemble] = []
+
+    def _start(replicas: int = 3, **overrides: object) -> Ensemble:
+        overrides.setdefault("service", "zookeeper")
+        overrides.setdefault("trace", False)
+        name = _name()
+        ens = Ensemble.start(replicas, 0, name=name, data_dir=str(tmp_path / "data"),
+                             run_dir=str(tmp_path / f"run-{name}"), **overrides)
+        made.append(ens)
+        ens.wait_for_leader()
+        return ens
+
+    yield _start
+    for ens in made:
+        try:
+            ens.stop()
+        except Exception:
+            pass
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = 30, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def followers(ens: Ensemble) -> list[int]:
+    leader = ens.wait_for_leader()
+    return [s.sid for s in ens.status() if s.sid != leader and s.alive]
