@@ -67,6 +67,8 @@ class SimOptions:
     tick_rate: float = 0.04
     max_crashed: int | None = None  # default: any number, even all
     liveness_ticks: int = 200
+    stop_on_violation: bool = True
+    """False lets a run go on past a violation (to see what a broken core does downstream)."""
     config: dict[str, int] = field(default_factory=dict)
     node_factory: Callable[..., Node] | None = None  # tests plant broken cores here
     value_factory: Callable[[random.Random, int], bytes] | None = None
@@ -450,7 +452,7 @@ class Simulation:
     def run(self) -> SimResult:
         for _ in range(self.opt.steps):
             self.step()
-            if self.checker.violations:
+            if self.checker.violations and self.opt.stop_on_violation:
                 return self._result()
         return self.finish()
 
@@ -525,7 +527,7 @@ class Simulation:
 
     def finish(self) -> SimResult:
         """Heal, restart everyone, require a leader and a new commit everywhere; the result."""
-        if not self.checker.violations:
+        if not self.checker.violations or not self.opt.stop_on_violation:
             self._check_liveness()
         return self._result()
 
@@ -554,7 +556,7 @@ class Simulation:
             self._start(sid)
         deadline = self.ticks + self.opt.liveness_ticks
         leader = None
-        while self.ticks < deadline and not self.checker.violations:
+        while self.ticks < deadline and (not self.checker.violations or not self.opt.stop_on_violation):
             self._calm_round()
             leader = self._established_leader()
             if leader is not None:
@@ -566,7 +568,7 @@ class Simulation:
         # Like a client: write through the current leader, and try again if that one fails.
         done = False
         rid = -1
-        while self.ticks < deadline and not self.checker.violations and not done:
+        while self.ticks < deadline and not done and (not self.checker.violations or not self.opt.stop_on_violation):
             leader = self._established_leader()
             if leader is not None and (leader, rid) not in self.pending_requests:
                 rid = self.next_request

@@ -1,0 +1,81 @@
+"""The checker on real evidence: simulator traces and a real ensemble run with a leader kill
+hold every property; a trace from a deliberately broken core does not."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from zabray import pipeline
+from zabray.sim.simulator import SimOptions, Simulation
+
+pytestmark = pytest.mark.spark
+
+
+def sim_run(root: Path, seed: int, **opts: object) -> Path:
+    run = root / f"sim-{seed}"
+    (run / "trace").mkdir(parents=True)
+    with open(run / "trace" / "sim.jsonl", "w") as fh:
+        Simulation(seed, SimOptions(**opts), trace_writer=lambda r: fh.write(json.dumps(r) + "\n")).run()  # type: ignore[arg-type]
+    return run
+
+
+def verdicts(spark, run: Path) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    report = pipeline.check(pipeline.load(spark, str(run)))
+    return {r.name: r.verdict for r in report.results}
+
+
+def test_simulator_traces_with_faults_hold_every_property(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    for seed, opts in [(1, {}), (2, {"voters": 5, "observers": 1}), (3, {"faults": ("crash", "snapshot")})]:
+        v = verdicts(spark, sim_run(tmp_path, seed, **opts))
+        assert set(v.values()) == {"PASS"}, (seed, v)
+
+
+def test_a_trace_of_a_broken_core_fails_the_check(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.sim.test_planted_bugs import commit_alone
+    from zabray.protocol.leader import Leader
+
+    original = Leader._advance_commit
+    Leader._advance_commit = commit_alone  # type: ignore[method-assign]
+    try:
+        runs = [sim_run(tmp_path, seed, stop_on_violation=False) for seed in range(3)]
+    finally:
+        Leader._advance_commit = original  # type: ignore[method-assign]
+    failed = [name for run in runs for name, v in verdicts(spark, run).items() if v == "FAIL"]
+    assert failed, "the checker passed traces of a leader that commits without a quorum"
+
+
+@pytest.mark.ray
+def test_a_real_run_with_a_leader_kill_holds_every_property(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import ray
+
+    from zabray.ensemble import Ensemble
+    from zabray.workload import Workload
+
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(namespace="zabray", include_dashboard=False, log_to_driver=False)
+    run = tmp_path / "run"
+    ens = Ensemble.start(3, name="checked", data_dir=str(tmp_path / "data"), run_dir=str(run))
+    try:
+        ens.wait_for_leader(30)
+        wl = Workload(ens, in_flight=100, trace_dir=run / "trace").start()
+        deadline = time.monotonic() + 30
+        while len(wl.result.records) < 1000 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        ens.kill(ens.leader())  # type: ignore[arg-type]
+        ens.wait_for_leader(30)
+        n = len(wl.result.records)
+        while len(wl.result.records) < n + 1000 and time.monotonic() < deadline + 30:
+            time.sleep(0.05)
+        wl.stop()
+    finally:
+        ens.stop()
+        ray.shutdown()
+    v = verdicts(spark, run)
+    assert set(v.values()) == {"PASS"}, v
+    figs = pipeline.figures(pipeline.load(spark, str(run)))
+    assert figs is not None
