@@ -35,6 +35,21 @@ def pwrite_all(fd: int, data: bytes | bytearray | memoryview, offset: int) -> No
         offset += n
 
 
+_IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 16, 1024)
+
+
+def write_parts(fd: int, parts: list[bytes], size: int, offset: int) -> None:
+    """Write the concatenation of ``parts`` (``size`` bytes) at ``offset`` with ONE system call:
+    a gathering ``pwritev`` when the parts fit in one, else one ``pwrite`` of them joined.
+    A short write is continued (never silently dropped)."""
+    if len(parts) <= _IOV_MAX and hasattr(os, "pwritev"):
+        n = os.pwritev(fd, parts, offset)
+        if n < size:
+            pwrite_all(fd, memoryview(b"".join(parts))[n:], offset + n)
+    else:
+        pwrite_all(fd, b"".join(parts), offset)
+
+
 def zero_fill(fd: int, start: int, end: int) -> None:
     """Write real zeros over [start, end) so later overwrites need no block allocation.
 

@@ -62,6 +62,7 @@ FLAG_PREALLOCATED = 1
 REC_MAGIC = 0x3152425A  # b"ZBR1" little-endian
 _REC_MAGIC_BYTES = _U32.pack(REC_MAGIC)
 _REC_HEAD = struct.Struct("<IIQqq")
+_REC_FULL = struct.Struct("<IIQqqI")
 REC_HEADER_SIZE = _REC_HEAD.size + _U32.size  # 36
 _ZERO_HEADER = bytes(REC_HEADER_SIZE)
 _PAGE = 4096
@@ -121,7 +122,7 @@ def read_segment_header(dirpath: str, name: str, generation: int, seq: int) -> S
 
 
 def encode_txns(txns: Sequence[Txn], after: int, parts: list[bytes], zxids: list[int]) -> None:
-    """Encode txns as records onto ``parts`` (header, crc, value per record) and ``zxids``.
+    """Encode txns as records onto ``parts`` (header with crc, then value: two per record) and ``zxids``.
 
     All or nothing: raises ``ConfigError`` and leaves both lists as they were when zxids do not
     strictly increase from ``after`` or a field does not fit its slot, since such a record could
@@ -129,8 +130,8 @@ def encode_txns(txns: Sequence[Txn], after: int, parts: list[bytes], zxids: list
     """
     n_parts, n_zxids = len(parts), len(zxids)
     head = _REC_HEAD.pack
+    full = _REC_FULL.pack
     crc32 = zlib.crc32
-    u32 = _U32.pack
     add = parts.append
     add_z = zxids.append
     last = after
@@ -146,12 +147,12 @@ def encode_txns(txns: Sequence[Txn], after: int, parts: list[bytes], zxids: list
                 if not isinstance(v, (bytes, bytearray, memoryview)):
                     raise ConfigError(f"append: txn {fmt(z)} value must be bytes, got {type(v).__name__}")
                 v = bytes(v)
+            n, o, r = len(v), t.origin, t.request_id
             try:
-                h = head(REC_MAGIC, len(v), z, t.origin, t.request_id)
+                crc = crc32(v, crc32(head(REC_MAGIC, n, z, o, r)))
             except struct.error as e:
                 raise ConfigError(f"append: txn {fmt(z)} does not fit a log record: {e}") from e
-            add(h)
-            add(u32(crc32(v, crc32(h))))
+            add(full(REC_MAGIC, n, z, o, r, crc))
             add(v)
             add_z(z)
             last = z
@@ -320,7 +321,8 @@ SPARE_NAME = "spare" + fsutil.TMP_SUFFIX
 
 
 class _Spare:
-    """A zero-filled file for the next segment, prepared by a daemon thread.
+    """A zero-filled file for the next segment, prepared by a daemon thread (one at a time,
+    started by the first group commit after a rollover or open).
 
     It carries no identity until a rollover writes a header into it and renames it, and its
     name ends in ``.tmp``, so a crash at any point leaves nothing recovery must understand.
@@ -424,7 +426,7 @@ class TxnLog:
             self._active = self._open_active(last)
         # Pending (volatile) changes: one truncation of the durable log, then encoded records.
         self._pending_trunc: Zxid | None = None
-        self._parts: list[bytes] = []  # three per buffered record: header, crc, value
+        self._parts: list[bytes] = []  # two per buffered record: header (with crc), value
         self._zxids: list[int] = []
         self._bound: int = max(self.tail, floor)
 
@@ -448,7 +450,7 @@ class TxnLog:
         if zxid >= self._bound:
             return
         k = bisect_right(self._zxids, zxid)
-        del self._zxids[k:], self._parts[3 * k :]
+        del self._zxids[k:], self._parts[2 * k :]
         if self._zxids:
             self._bound = self._zxids[-1]
             return
@@ -474,23 +476,19 @@ class TxnLog:
             self._pending_trunc = None
         if not self._parts:
             return
-        data = b"".join(self._parts)
+        size = sum(map(len, self._parts))
         act = self._active
-        if act is None or act.end + len(data) > act.capacity:
-            act = self._roll(len(data))
-        fsutil.pwrite_all(act.fd, data, act.end)
+        if act is None or act.end + size > act.capacity:
+            act = self._roll(size)
+        fsutil.write_parts(act.fd, self._parts, size, act.end)
         os.fdatasync(act.fd)
         act.cp_zxids.append(self._zxids[0])
         act.cp_offsets.append(act.end)
-        act.end += len(data)
+        act.end += size
         act.tail = self.tail = Zxid(self._zxids[-1])
         self._parts, self._zxids = [], []
-        if (
-            self._spare is None
-            and self.preallocate
-            and BACKGROUND_PREALLOCATION
-            and 2 * act.end >= act.capacity
-        ):
+        if self._spare is None and self.preallocate and BACKGROUND_PREALLOCATION:
+            # Start on the next segment now, so it has the whole life of this one to get ready.
             self._spare = _Spare(self.dir, self.segment_bytes)
 
     def _cut(self, zxid: Zxid) -> None:

@@ -282,6 +282,7 @@ _PATCHED = (
     "close",
     "write",
     "pwrite",
+    "pwritev",
     "fsync",
     "fdatasync",
     "replace",
@@ -373,6 +374,15 @@ class Injector:
                 return self.power.pwrite(fd, data, off)
             return real["pwrite"](fd, data, off)
 
+        def w_pwritev(fd, bufs, off):  # type: ignore[no-untyped-def]
+            if fd not in self.fds and not (self.power and fd in self.power.fds):
+                return real["pwritev"](fd, bufs, off)
+            data = b"".join(bytes(b) for b in bufs)
+            point("pwritev", _write_prefix(fd, data, off))
+            if self.power:
+                return self.power.pwrite(fd, data, off)
+            return real["pwritev"](fd, bufs, off)
+
         def fd_call(name: str):  # type: ignore[no-untyped-def]
             def w(fd, *a):  # type: ignore[no-untyped-def]
                 if fd not in self.fds and not (self.power and fd in self.power.fds):
@@ -406,6 +416,7 @@ class Injector:
             "close": w_close,
             "write": w_write,
             "pwrite": w_pwrite,
+            "pwritev": w_pwritev,
             "fsync": fd_call("fsync"),
             "fdatasync": fd_call("fdatasync"),
             "ftruncate": fd_call("ftruncate"),

@@ -249,7 +249,7 @@ def test_zxids_going_backwards_are_refused(tmp_path):
     parts = _encode([Txn(Zxid.of(1, 3), b"b")], 0)  # valid checksum, wrong order
     recs = record_ends(a)
     img = bytearray(a)
-    img[recs[-1][1] : recs[-1][1] + len(parts[0] + parts[1] + parts[2])] = parts[0] + parts[1] + parts[2]
+    img[recs[-1][1] : recs[-1][1] + len(b"".join(parts))] = b"".join(parts)
     (d / info.name).write_bytes(bytes(img))
     with pytest.raises(CorruptionError, match=r"zxid 1:3 at offset \d+ does not follow 1:5"):
         DiskStore(d)

@@ -9,7 +9,7 @@ import random
 import pytest
 from disk_harness import Model, apply_model, fold, gen_ops, run_op, view_of
 
-from storage import DiskStore, MemoryStore, apply_persists
+from storage import DiskStore, MemoryStore, apply_persists, txnlog
 from storage.base import DurableState
 from zabray.errors import ConfigError, StorageError
 from zabray.protocol.actions import (
@@ -386,3 +386,28 @@ def test_rollover_uses_background_zero_filled_spare(tmp_path, caplog):
     assert "spare.tmp" not in os.listdir(path)  # close cancels and removes an unused spare
     with DiskStore(path, segment_bytes=64 * 1024) as s2:
         assert zx(s2.recover()) == expect
+
+
+@pytest.mark.parametrize("group", [1, 511, 512, 513, 2000])
+def test_one_write_per_group_commit(tmp_path, monkeypatch, group):
+    """A group commit is one gathering write (or one joined write past IOV_MAX) and one fdatasync."""
+    monkeypatch.setattr(txnlog, "BACKGROUND_PREALLOCATION", False)  # its writes would interleave
+    s = DiskStore(tmp_path / "s", segment_bytes=8 << 20)
+    s.append(txns(1, 1, 1, 10))
+    s.sync()  # the segment exists
+    calls: list[str] = []
+    for name in ("write", "pwrite", "pwritev", "fdatasync", "fsync"):
+        real = getattr(os, name)
+
+        def spy(*a, _real=real, _name=name):  # type: ignore[no-untyped-def]
+            calls.append(_name)
+            return _real(*a)
+
+        monkeypatch.setattr(os, name, spy)
+    batch = txns(1, 2, group, 50)
+    s.append(batch)
+    s.sync()
+    monkeypatch.undo()
+    assert len(calls) == 2 and calls[1] == "fdatasync" and calls[0] in ("pwrite", "pwritev"), calls
+    assert s.recover().txns[1:] == tuple(batch)
+    s.close()
