@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from zabray.ensemble import Ensemble
-from zabray.workload import Workload, check_histories, percentile
+# Run as a script, benchmarks/ would shadow the `storage` package with benchmarks/storage.py.
+sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
+from zabray.ensemble import Ensemble  # noqa: E402
+from zabray.workload import Workload, check_histories, percentile  # noqa: E402
 
 
 def measure(replicas: int, seconds: float, in_flight: int, size: int, trace: bool) -> dict[str, object]:
