@@ -31,6 +31,7 @@ Kinds and what they promise:
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import json
@@ -151,23 +152,34 @@ def row(record: Any, *, run: str, src: str, replica: int, inc: int, t: float) ->
 
 
 class TraceWriter:
-    """Appends rows as JSON lines to an open text file, handing each row to the kernel at once.
+    """Appends rows as JSON lines to an open text file and hands them to the kernel promptly.
 
-    Write-through matters: a replica killed with rows in a userspace buffer would leave a trace
-    that says less than its messages did (a txn delivered elsewhere that "nobody proposed").
-    Rows are not fsynced: a trace is evidence, not state, and a process crash keeps the page cache.
+    Promptly matters: a replica killed with rows in a userspace buffer would leave a trace that
+    says less than its messages did (a txn delivered elsewhere that "nobody proposed"). On an
+    asyncio loop the buffer is flushed once per loop turn, by a callback scheduled when the
+    turn's first row is written, so ahead of the socket flushes the same actions schedule after
+    it; without a loop every row is flushed at once. Rows are not fsynced: a trace is evidence,
+    not state, and a killed process leaves the page cache behind.
     """
 
     def __init__(self, fh: TextIO, *, run: str, src: str, replica: int = -1, inc: int = 0) -> None:
         self._fh = fh
         self._env = {"run": run, "src": src, "replica": replica, "inc": inc}
+        self._scheduled = False
 
     def write(self, record: Any, t: float) -> None:
         self._fh.write(json.dumps(row(record, t=t, **self._env), separators=(",", ":")) + "\n")
-        self._fh.flush()
+        if not self._scheduled:
+            try:
+                asyncio.get_running_loop().call_soon(self.flush)
+                self._scheduled = True
+            except RuntimeError:  # no loop: write through
+                self._fh.flush()
 
     def flush(self) -> None:
-        self._fh.flush()
+        self._scheduled = False
+        if not self._fh.closed:
+            self._fh.flush()
 
     def close(self) -> None:
         self._fh.close()
