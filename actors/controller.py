@@ -82,6 +82,12 @@ class EnsembleController:
             self.node_of[sid] = nodes[i % len(nodes)]
         await asyncio.gather(*(self._launch(sid) for sid in self.members))
         await self._publish_peers()
+        if self.cfg.snapshot_actor:
+            from actors.snapshots import SnapshotActor
+
+            self.snapshotter = ray.remote(SnapshotActor).options(num_cpus=0, max_concurrency=10).remote(
+                self.cfg.snapshot_every)
+            await self.snapshotter.set_replicas.remote(dict(self.handles))
         return self._describe()
 
     async def _launch(self, sid: int) -> None:
@@ -103,6 +109,8 @@ class EnsembleController:
         self.info[sid] = info
 
     async def _publish_peers(self) -> None:
+        if getattr(self, "snapshotter", None) is not None:
+            await self.snapshotter.set_replicas.remote(dict(self.handles))
         addrs = {sid: tuple(i["quorum"]) for sid, i in self.info.items()}
         await asyncio.gather(*(h.set_peers.remote(addrs) for h in self.handles.values()), return_exceptions=True)
 
@@ -125,6 +133,12 @@ class EnsembleController:
     async def handle(self, sid: int) -> Any:
         """The replica's actor handle (for the fault injector), or None if it is down."""
         return self.handles.get(sid)
+
+    async def snapshot_stats(self) -> dict[int, int]:
+        """Snapshots the snapshot actor took, per replica."""
+        if getattr(self, "snapshotter", None) is None:
+            return {}
+        return await self.snapshotter.stats.remote()
 
     async def snapshot(self, sid: int) -> dict[str, int]:
         """Ask replica ``sid`` for a snapshot now (the snapshot actor's and tests' passthrough)."""
@@ -286,3 +300,6 @@ class EnsembleController:
         for h in self.handles.values():
             ray.kill(h, no_restart=True)
         self.handles.clear()
+        if getattr(self, "snapshotter", None) is not None:
+            ray.kill(self.snapshotter, no_restart=True)
+            self.snapshotter = None
