@@ -151,7 +151,7 @@ def test_slow_fsync_delays_and_oneway_partitions_stay_safe_and_a_connected_quoru
 
 SHORT_MIXED = {
     "random": {
-        "steps": 20, "interval": [0.1, 0.4], "hold": [0.3, 0.8],
+        "steps": 20, "interval": [0.05, 0.2], "hold": [0.2, 0.5],
         "mix": {"kill": 3, "pause": 1, "partition": 2, "oneway": 1, "delay": 1, "cut": 2, "crash-point": 3,
                 "slow-fsync": 1, "lose-unsynced": 1, "fsync-fail": 1},
         "targets": ["leader", "follower", "minority", "random"],
