@@ -351,6 +351,10 @@ class Ensemble:
             raise ConfigError(f"ensemble {self.name!r} runs service: broadcast; start it with service='zookeeper'")
 
         def refresh() -> dict[int, tuple[str, int]]:
+            import ray
+
+            if not ray.is_initialized():  # never auto-start Ray from a session's background thread
+                raise NotRunningError("Ray is not initialized")
             self.info = self._call("describe", timeout=10)
             return self._addresses()
 

@@ -64,7 +64,8 @@ def test_lock_never_two_holders_across_a_leader_kill(start) -> None:
 
 def test_election_hands_over_when_the_leader_session_dies(start) -> None:
     ens = start(3)
-    sessions = [ens.session(timeout=1.5) for _ in range(3)]
+    # Only the session that will die has a short timeout: the others must not expire under load.
+    sessions = [ens.session(timeout=1.5)] + [ens.session(timeout=8) for _ in range(2)]
     watcher = ens.session(timeout=5)
     elections = [Election(s, "/election", f"c{i}".encode()) for i, s in enumerate(sessions)]
     leading = [threading.Event() for _ in elections]
