@@ -113,7 +113,8 @@ class ReplicaServer:
         self.loop = loop
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.incarnation = next_incarnation(self.data_dir, self.min_incarnation)
-        self.store = DiskStore(self.data_dir / "store", keep_snapshots=self.cfg.keep_snapshots)
+        self.store = DiskStore(self.data_dir / "store", keep_snapshots=self.cfg.keep_snapshots,
+                               fsync=self.cfg.fsync)
         durable = await loop.run_in_executor(self._io, self.store.recover)
         self.node = Node(self.sid, self.proto, durable, incarnation=self.incarnation,
                          app=self.zk.tree if self.zk is not None else None)

@@ -70,7 +70,10 @@ class DiskStore:
         keep_snapshots: int = 3,
         segment_bytes: int = 64 << 20,
         preallocate: bool = True,
+        fsync: bool = True,
     ) -> None:
+        """``fsync=False`` skips the group commit's fdatasync (epoch and snapshot files are still
+        synced): acknowledged writes then survive a process crash but not a power cut."""
         if not isinstance(keep_snapshots, int) or keep_snapshots < 1:
             raise ConfigError(f"keep_snapshots must be an int >= 1, got {keep_snapshots!r}")
         if not isinstance(segment_bytes, int) or segment_bytes < MIN_SEGMENT_BYTES:
@@ -78,6 +81,7 @@ class DiskStore:
         self.path = os.path.abspath(os.fspath(path))
         self.keep_snapshots = keep_snapshots
         self.segment_bytes = segment_bytes
+        self.fsync = fsync
         self.preallocate = bool(preallocate)
         self._failed: BaseException | None = None
         self._closed = False
@@ -164,6 +168,7 @@ class DiskStore:
             floor=state.snapshot_zxid,
             segment_bytes=self.segment_bytes,
             preallocate=self.preallocate,
+            fsync=self.fsync,
         )
         self._cached = state
         log.info(

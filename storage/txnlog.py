@@ -413,8 +413,10 @@ class TxnLog:
         floor: Zxid,
         segment_bytes: int,
         preallocate: bool,
+        fsync: bool = True,
     ) -> None:
         self.dir = dirpath
+        self.fsync = fsync
         self.generation = generation
         self.segments = list(segments)
         self.segment_bytes = segment_bytes
@@ -481,7 +483,8 @@ class TxnLog:
         if act is None or act.end + size > act.capacity:
             act = self._roll(size)
         fsutil.write_parts(act.fd, self._parts, size, act.end)
-        os.fdatasync(act.fd)
+        if self.fsync:  # False only when the operator chose speed over durability
+            os.fdatasync(act.fd)
         act.cp_zxids.append(self._zxids[0])
         act.cp_offsets.append(act.end)
         act.end += size

@@ -73,6 +73,10 @@ def test_election_hands_over_when_the_leader_session_dies(start) -> None:
         threading.Thread(target=lambda i=i, e=e: e.run() and leading[i].set(), daemon=True).start()
         if i == 0:
             assert leading[0].wait(20)
+        # Candidates line up in the order they created their nodes: start the next only once
+        # this one's node exists, so c1 (not c2) is next in line.
+        wait_until(lambda i=i: len(watcher.children("/election")) == i + 1, timeout=20,
+                   what=f"candidate c{i} in line")
     assert Election(watcher, "/election").leader() == b"c0"
     assert not leading[1].is_set() and not leading[2].is_set()
     sessions[0]._kill()  # the leader's client dies: its session expires, its node vanishes
