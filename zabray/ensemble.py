@@ -361,6 +361,20 @@ class Ensemble:
         return Session(self.name, self._addresses(), timeout=timeout, refresh=refresh,
                        connect_timeout=connect_timeout, replica=replica)
 
+    def session_actor(self, timeout: float = 10.0) -> Any:
+        """A session owned by its own Ray actor (``actors.session.SessionActor``): call its methods
+        with ``.remote()``; ``ray.kill`` it to make the client vanish without closing."""
+        import ray
+
+        from actors.session import SessionActor
+
+        if self.info.get("config", {}).get("service", "zookeeper") != "zookeeper":
+            raise ConfigError(f"ensemble {self.name!r} runs service: broadcast; start it with service='zookeeper'")
+        handle = ray.remote(SessionActor).options(num_cpus=0, namespace=NAMESPACE).remote(
+            self.name, self._addresses(), timeout)
+        ray.get(handle.session_id.remote(), timeout=60)  # connected
+        return handle
+
     def snapshot(self, sid: int) -> dict[str, int]:
         """Ask replica ``sid`` to take a snapshot now."""
         return self._call("snapshot", sid)

@@ -5,7 +5,8 @@ asyncio loop thread. The core holds one TCP connection to one replica (``actors.
 serves it): it pipelines requests in issue order, pings after a third of the timeout idle,
 moves to another replica after two thirds of it without hearing back, re-registers its watches
 there with its last seen zxid, and is refused by a replica whose tree is behind that zxid.
-The same core runs inside ``actors.session.SessionActor`` for a session owned by a Ray actor.
+``actors.session.SessionActor`` (``Ensemble.session_actor()``) owns a ``Session`` in its own
+Ray actor, for a client that should live, and die, apart from the driver.
 
 Watch callbacks run, in the order the replica sent them, on the session's own dispatch thread.
 A sync call returns only after every notification received before its reply was dispatched,
