@@ -4,7 +4,8 @@ The public API is small: ``Ensemble`` (start, connect, write, break and observe 
 ``Zxid``, and the typed errors in ``zabray.errors``.
 """
 
-from zabray.ensemble import Ensemble, ReplicaStatus
+from typing import TYPE_CHECKING, Any
+
 from zabray.errors import (
     ConfigError,
     CorruptionError,
@@ -16,6 +17,18 @@ from zabray.errors import (
     ZabError,
 )
 from zabray.protocol.zxid import Zxid
+
+if TYPE_CHECKING:
+    from zabray.ensemble import Ensemble, ReplicaStatus
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: the ensemble pulls in the actors' IO modules, which import zabray.errors themselves.
+    if name in ("Ensemble", "ReplicaStatus"):
+        from zabray import ensemble
+
+        return getattr(ensemble, name)
+    raise AttributeError(f"module 'zabray' has no attribute {name!r}")
 
 __all__ = [
     "Ensemble",
