@@ -1,7 +1,8 @@
 """Zab's safety properties as Spark jobs over a trace DataFrame (see ZAB.md, "Properties").
 
 Every check is a plan of joins, window functions and aggregations that stays on the executors;
-only a violation count and the first counterexample (one row) come back to the driver.
+only, per run with violations, their count and the first counterexample (one row) come back to
+the driver.
 
 Conventions the checks rely on (the trace contract, ``zabray.trace``):
 

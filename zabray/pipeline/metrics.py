@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,7 +43,11 @@ TARGET_BUCKETS = 120
 
 @dataclass(frozen=True)
 class Figures:
-    """The figure DataFrames of one trace; ``bucket`` is the time-bucket width used."""
+    """The figure DataFrames of one trace; ``bucket`` is the time-bucket width used.
+
+    The frames share two persisted intermediates (commit times, per-replica lag); call
+    :meth:`unpersist` once they have been collected (``write_figures`` does).
+    """
 
     bucket: float
     throughput: DataFrame
@@ -54,9 +58,14 @@ class Figures:
     lag_over_time: DataFrame
     leader_changes: DataFrame
     faults: DataFrame
+    _cached: tuple[DataFrame, ...] = field(default=(), repr=False, compare=False)
 
     def frames(self) -> dict[str, DataFrame]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "bucket"}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("bucket", "_cached")}
+
+    def unpersist(self) -> None:
+        for df in self._cached:
+            df.unpersist()
 
 
 def nice_bucket(span: float, target: int = TARGET_BUCKETS) -> float:
@@ -92,7 +101,11 @@ def figures(trace: DataFrame | TraceFrames, bucket: float | None = None) -> Figu
                .select("run", "op", "invoke_t", "complete_t",
                        F.when(F.lower("op").isin(*READ_OPS), "read").otherwise("write").alias("cls"),
                        (F.col("complete_t") - F.col("invoke_t")).alias("latency")))
-    commits = deliveries.groupBy("run", "zxid").agg(F.min("t").alias("commit_t"))
+    if isinstance(trace, TraceFrames):  # one row per (zxid, digest) already: far fewer than deliveries
+        commits = trace.delivered.groupBy("run", "zxid").agg(F.min("first_t").alias("commit_t"))
+    else:
+        commits = deliveries.groupBy("run", "zxid").agg(F.min("t").alias("commit_t"))
+    commits = commits.persist()
 
     if bucket is None:
         span = (deliveries.select("t").unionByName(clients.select(F.col("complete_t").alias("t")))
@@ -159,7 +172,8 @@ def figures(trace: DataFrame | TraceFrames, bucket: float | None = None) -> Figu
 
     # replica lag
     firsts = deliveries.groupBy("run", "replica", "zxid").agg(F.min("t").alias("t"))
-    lagged = firsts.join(commits, ["run", "zxid"]).select("*", (F.col("t") - F.col("commit_t")).alias("lag"))
+    lagged = (firsts.join(commits, ["run", "zxid"])
+              .select("run", "replica", "zxid", "t", (F.col("t") - F.col("commit_t")).alias("lag")).persist())
     per_replica = lagged.groupBy("run", "replica").agg(
         F.count(F.lit(1)).alias("deliveries"), F.avg("lag").alias("mean_lag"),
         *_percentiles("lag", ("p50", "p99")),
@@ -181,7 +195,7 @@ def figures(trace: DataFrame | TraceFrames, bucket: float | None = None) -> Figu
                               F.col("e.zxid").alias("zxid"))
                       .orderBy("run", "t"))
     return Figures(b, throughput, latency, latency_over_time, recovery, replica_lag, lag_over_time,
-                   leader_changes, faults.drop("next_start").orderBy("run", "start"))
+                   leader_changes, faults.drop("next_start").orderBy("run", "start"), (commits, lagged))
 
 
 def collect(figs: Figures) -> dict[str, pd.DataFrame]:
@@ -200,7 +214,10 @@ def write_figures(figs: Figures, out_dir: str | PathLike[str], *, png: bool = Tr
     several runs). Returns the paths written."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tables = collect(figs)
+    try:
+        tables = collect(figs)
+    finally:
+        figs.unpersist()
     written = []
     for name, table in tables.items():
         written.append(out / f"{name}.parquet")
