@@ -118,7 +118,7 @@ class Ensemble:
         here = ray.get_runtime_context().get_node_id()
         controller = ray.remote(EnsembleController).options(
             name=controller_name(name), namespace=NAMESPACE, lifetime="detached", num_cpus=0, max_concurrency=100,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True),
+            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
         ).remote(name, replicas, observers, cfg.to_dict(), str(run.resolve()))
         try:
             info = ray.get(controller.start.remote(), timeout=120)
@@ -129,7 +129,7 @@ class Ensemble:
 
         injector = ray.remote(FaultInjector).options(
             name=injector_name(name), namespace=NAMESPACE, lifetime="detached", num_cpus=0, max_concurrency=100,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True),
+            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
         ).remote(name)
         log.info("ensemble %s started: %s", name, info["clients"])
         return cls(name, controller, info, injector)

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from tests.ensemble.conftest import assert_no_loss, converged, wait_until
+from zabray.errors import NoQuorumError, UncertainOutcomeError
 from zabray.workload import Workload
 
 pytestmark = pytest.mark.ray
@@ -23,7 +24,15 @@ def healthy_after(ens, result) -> None:  # type: ignore[no-untyped-def]
         if not s.alive:
             ens.restart(s.sid)
     ens.wait_for_leader(30)
-    ens.submit(b"after the fault")
+
+    def probe() -> bool:  # as a client would: an uncertain or refused write is tried again
+        try:
+            ens.submit(b"after the fault", timeout=5)
+            return True
+        except (UncertainOutcomeError, NoQuorumError):
+            return False
+
+    wait_until(probe, timeout=60, what="a new write committing")
     wait_until(lambda: converged(ens), timeout=60, what="all replicas converging")
     assert_no_loss(ens, result.acked)
 
@@ -142,7 +151,7 @@ def test_slow_fsync_delays_and_oneway_partitions_stay_safe_and_a_connected_quoru
         else:
             ens.disk_fault(f2, "slow-fsync", 20)
         n = len(wl.result.records)
-        wait_until(lambda: len(wl.result.records) > n + 200, timeout=30, what=f"commits under {fault}")
+        wait_until(lambda n=n: len(wl.result.records) > n + 200, timeout=30, what=f"commits under {fault}")
         ens.heal()
         ens.disk_fault(f2, "clear")
     result = wl.stop()
