@@ -122,6 +122,11 @@ class Election(Role):
             n.vote = (note.leader, note.zxid, note.epoch)
             self.decide_at = None
             self.broadcast()
+        elif (note.leader, note.zxid, note.epoch) != n.vote:
+            # The sender votes worse than we do: tell it our vote now. It may have missed our
+            # broadcast (it was still following when it arrived) and would otherwise wait for
+            # our resend timer. Only strictly worse votes get a reply, so this cannot ping-pong.
+            n.emit(Notify(note.sender, self._note()))
         if note.leader in n.cfg.voters:
             self.recv[note.sender] = (note.leader, note.zxid, note.epoch)
         self._check_quorum()
