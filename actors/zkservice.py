@@ -34,7 +34,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from actors import clientproto as cp
 from zabray.protocol.events import Submit, TouchSessions

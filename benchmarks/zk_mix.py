@@ -10,8 +10,8 @@ import asyncio
 import os
 import random
 import shutil
-import tempfile
 import sys
+import tempfile
 import time
 
 # Run as a script, this directory would shadow the top-level ``storage`` package.

@@ -11,7 +11,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from zabray.session import ConnectionLossError, NodeExistsError, NoNodeError, Session, WatchedEvent
 

@@ -23,8 +23,9 @@ import random
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from actors import clientproto as cp
 from actors.framing import FrameDecoder, FrameEncoder
@@ -241,7 +242,7 @@ class SessionCore:
             return None
         conn.send_raw(cp.handshake(self.ensemble))
         watches: dict[str, list[str]] = {"data": [], "exist": [], "child": []}
-        for (table, path), (kind, _) in self.watchers.items():
+        for (_table, path), (kind, _) in self.watchers.items():
             watches[kind].append(path)
         fut: cf.Future[Any] = cf.Future()
         rid = self.next_rid
@@ -366,7 +367,7 @@ class SessionCore:
             return
         self.conn = None
         exc = ConnectionLossError(f"connection to replica {conn.sid} lost")
-        for rid, (op, _, fut, _) in list(self.inflight.items()):
+        for _rid, (_op, _, fut, _) in list(self.inflight.items()):
             if not fut.done():
                 fut.set_exception(exc)
         self.inflight.clear()
