@@ -6,8 +6,8 @@ import argparse
 import json
 
 import pytest
-
 from pipeline_cases import MUTATIONS, valid
+
 from zabray.pipeline.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_VIOLATION, register
 from zabray.pipeline.synth import write_jsonl
 

@@ -9,8 +9,8 @@ import sys
 
 import numpy as np
 import pytest
-
 from pipeline_cases import valid
+
 from zabray.errors import ZabError
 from zabray.pipeline import CheckReport, PropertyResult, TraceError, format_table, report_dict, trace_files
 from zabray.pipeline.cli import register

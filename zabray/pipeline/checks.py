@@ -125,7 +125,7 @@ class CheckReport:
 # --------------------------------------------------------------------------- helpers
 
 
-def _F():  # noqa: N802 - the conventional alias
+def _F():  # the conventional alias of pyspark.sql.functions
     from pyspark.sql import functions as F
 
     return F
