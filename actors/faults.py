@@ -55,6 +55,18 @@ class FaultInjector:
     async def _handle(self, sid: int) -> Any:
         return await self.controller.handle.remote(sid)
 
+    async def _on_replica(self, sid: int, method: str, *args: Any) -> Any:
+        """Call a replica's fault hook; a replica that dies meanwhile (often the fault's own doing:
+        a cut can send it straight into an armed crash point) is not an error."""
+        h = await self._handle(sid)
+        if h is None:
+            return None
+        try:
+            return await getattr(h, method).remote(*args)
+        except ray.exceptions.RayActorError:
+            log.info("replica %d died during %s", sid, method)
+            return None
+
     async def _leader(self) -> int | None:
         best: tuple[int, int] | None = None
         for st in await self.controller.status.remote():
@@ -85,10 +97,8 @@ class FaultInjector:
     async def _shape(self, src: list[int], dst: list[int], delay_ms: float | None) -> None:
         kind = "oneway" if delay_ms is None else "delay"
         for s in src:
-            h = await self._handle(s)
-            if h is not None:
-                await h.shape_links.remote(dst, delay_ms)
-                self.shaped.add(s)
+            await self._on_replica(s, "shape_links", dst, delay_ms)
+            self.shaped.add(s)
         what = f"{','.join(map(str, src))} -> {','.join(map(str, dst))}"
         await self._record(kind if delay_ms is None else f"delay {delay_ms:.0f}ms", what, time.time(), None)
 
@@ -105,9 +115,7 @@ class FaultInjector:
         """Close the current channels between ``src`` and ``dst`` mid-iteration."""
         n = 0
         for s in src:
-            h = await self._handle(s)
-            if h is not None:
-                n += await h.cut_links.remote(dst)
+            n += await self._on_replica(s, "cut_links", dst) or 0
         now = time.time()
         await self._record("cut", f"{','.join(map(str, src))} x {','.join(map(str, dst))}", now, now)
         return n
@@ -117,9 +125,7 @@ class FaultInjector:
         await self._membership()
         await self.controller.heal.remote()
         for s in sorted(self.shaped):
-            h = await self._handle(s)
-            if h is not None:
-                await h.unshape_links.remote(self.members)
+            await self._on_replica(s, "unshape_links", self.members)
         if self.shaped:
             await self._record("heal-links", ",".join(map(str, sorted(self.shaped))), time.time(), time.time())
         self.shaped.clear()
