@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
 
-from zabray.errors import ConfigError, ZabError
+from zabray.commands import _guard
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -28,17 +27,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     run.add_argument("--address", default=None)
     run.add_argument("--in-flight", type=int, default=None)
     run.set_defaults(func=lambda a: _guard(run_schedule, a))
-
-
-def _guard(func: Any, args: argparse.Namespace) -> int:
-    try:
-        return int(func(args) or 0)
-    except ConfigError as e:
-        print(f"zabray faults: {e}", file=sys.stderr)
-        return 2
-    except ZabError as e:
-        print(f"zabray faults: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
 
 
 def points(args: argparse.Namespace) -> int:

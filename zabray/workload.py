@@ -52,6 +52,15 @@ class WorkloadResult:
             return 0.0
         return len(ok) / (max(ok) - min(r.invoke_t for r in self.records))
 
+    def longest_pause(self, start: float, end: float) -> float:
+        """The longest time in [start, end] with no write acknowledged: the unavailability a
+        client saw, measured from its own acknowledgements (no clock of the cluster involved)."""
+        done = sorted(r.complete_t for r in self.records if r.outcome == "ok" and start <= r.complete_t <= end)
+        if not done:
+            return end - start
+        edges = [start, *done, end]
+        return max(b - a for a, b in zip(edges, edges[1:], strict=False))
+
     def first_commit_after(self, t: float) -> float | None:
         after = [r.complete_t for r in self.records if r.outcome == "ok" and r.invoke_t >= t]
         return min(after) if after else None
