@@ -126,9 +126,15 @@ def test_sync_on_follower_sees_write_through_another_replica(zk) -> None:
     f = followers(zk)
     leader = zk.wait_for_leader()
     writer = zk.session(timeout=5, replica=leader)
-    reader = zk.session(timeout=5, replica=f[0])
+    # The preferred replica is tried first, but under load a session may start elsewhere: make
+    # sure the reader really sits on a follower and the writer on another replica.
+    for _ in range(5):
+        reader = zk.session(timeout=5, replica=f[0])
+        if reader.connected_to in f and reader.connected_to != writer.connected_to:
+            break
+        reader.close()
+    assert reader.connected_to in f and reader.connected_to != writer.connected_to
     try:
-        # (the preferred replicas are tried first; under load a session may start elsewhere)
         writer.create("/synced", b"")
         for i in range(20):
             st = writer.set("/synced", str(i).encode())
