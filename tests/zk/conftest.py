@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.ensemble.conftest import wait_until  # noqa: F401  (shared; the zk tests import it from here)
 from zabray.ensemble import Ensemble
 
 pytestmark = pytest.mark.ray
@@ -61,14 +62,6 @@ def start(ray_local: None, tmp_path: Path) -> Iterator[Callable[..., Ensemble]]:
             ens.stop()
         except Exception:
             pass
-
-
-def wait_until(cond: Callable[[], bool], timeout: float = 30, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
 
 
 def followers(ens: Ensemble) -> list[int]:
