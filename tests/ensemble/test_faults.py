@@ -8,8 +8,6 @@ the ensemble commits new writes.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from tests.ensemble.conftest import assert_no_loss, converged, wait_until
@@ -60,7 +58,6 @@ def test_crash_points_in_discovery_and_synchronization(start, role: str, point: 
     ens.arm_crash(victim, point)
     ens.cut([follower], [leader])  # the follower's iteration ends; it rejoins through discovery
     wait_until(lambda: died(ens, victim), timeout=30, what=f"replica {victim} to crash at {point}")
-    time.sleep(0.5)
     result = wl.stop()
     healthy_after(ens, result)
 

@@ -9,22 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.ensemble.conftest import wait_until  # noqa: F401  (shared; the zk tests import it from here)
+from tests.ensemble.conftest import ray_local, wait_until  # noqa: F401  (shared fixtures and helpers)
 from zabray.ensemble import Ensemble
 
 pytestmark = pytest.mark.ray
-
-
-@pytest.fixture(scope="module")
-def ray_local() -> Iterator[None]:
-    import ray
-
-    if ray.is_initialized():
-        ray.shutdown()
-    os.environ.pop("RAY_ADDRESS", None)
-    ray.init(namespace="zabray", include_dashboard=False, log_to_driver=False, num_cpus=2)
-    yield
-    ray.shutdown()
 
 
 def _name() -> str:
