@@ -2,7 +2,7 @@
 
 Each is one fixed-size record replaced atomically (temp file, fsync, rename, fsync directory):
 
-    magic "ZBEP" | version u16 | kind u16 | epoch i64 | leader i64 | crc32 u32 (of the 24 bytes before)
+    magic "ZBEP" | version u16 | kind u16 | epoch i64 | leader i64 | crc32c u32 (of the 24 bytes before)
 
 A missing file means "never written" (epoch 0, leader -1). A file that exists but is not exactly
 one valid record is corruption: epochs are never torn, because they are only ever renamed into place.
@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 import os
 import struct
-import zlib
 from dataclasses import dataclass
 
 from storage import fsutil
+from storage.checksum import crc32c
 from zabray.errors import ConfigError, CorruptionError
 
 log = logging.getLogger(__name__)
@@ -25,7 +25,7 @@ ACCEPTED_EPOCH = "acceptedEpoch"
 CURRENT_EPOCH = "currentEpoch"
 
 _MAGIC = b"ZBEP"
-_VERSION = 1
+_VERSION = 2
 _KIND = {ACCEPTED_EPOCH: 1, CURRENT_EPOCH: 2}
 _BODY = struct.Struct("<4sHHqq")
 _CRC = struct.Struct("<I")
@@ -43,7 +43,7 @@ class EpochRecord:
 
 def encode(name: str, rec: EpochRecord) -> bytes:
     body = _BODY.pack(_MAGIC, _VERSION, _KIND[name], rec.epoch, rec.leader)
-    return body + _CRC.pack(zlib.crc32(body))
+    return body + _CRC.pack(crc32c(body))
 
 
 def decode(name: str, data: bytes) -> EpochRecord:
@@ -51,7 +51,7 @@ def decode(name: str, data: bytes) -> EpochRecord:
     if len(data) != SIZE:
         raise CorruptionError(f"{name}: {len(data)} bytes at offset 0, expected {SIZE}")
     (crc,) = _CRC.unpack_from(data, _BODY.size)
-    if zlib.crc32(data[: _BODY.size]) != crc:
+    if crc32c(data[: _BODY.size]) != crc:
         raise CorruptionError(f"{name}: checksum mismatch at offset 0")
     magic, version, kind, epoch, leader = _BODY.unpack_from(data)
     if magic != _MAGIC or version != _VERSION or kind != _KIND[name]:

@@ -4,7 +4,7 @@ Layout:
 
     header  magic "ZBSN" | version u16 | flags u16 | generation u32 | zxid u64 | length u64
     payload ``length`` bytes of application state
-    trailer crc32 u32 (running checksum of header and payload) | magic "ZBSE"
+    trailer crc32c u32 (running checksum of header and payload) | magic "ZBSE"
 
 A snapshot is written to a temp file with its checksum computed as it goes, fsynced, renamed
 into place and the directory fsynced; so a snapshot file, once visible under its final name, is
@@ -18,10 +18,10 @@ import logging
 import os
 import re
 import struct
-import zlib
 from dataclasses import dataclass
 
 from storage import fsutil
+from storage.checksum import crc32c
 from zabray.errors import CorruptionError
 from zabray.protocol.zxid import Zxid, fmt
 
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 _MAGIC = b"ZBSN"
 _END = b"ZBSE"
-_VERSION = 1
+_VERSION = 2
 _HEADER = struct.Struct("<4sHHIQQ")
 _TRAILER = struct.Struct("<I4s")
 _CHUNK = 1 << 20
@@ -63,11 +63,11 @@ def write(dirpath: str, generation: int, zxid: Zxid, state: bytes) -> SnapshotFi
     view = memoryview(state)
 
     def chunks():  # type: ignore[no-untyped-def]
-        crc = zlib.crc32(header)
+        crc = crc32c(header)
         yield header
         for i in range(0, len(view), _CHUNK):
             part = view[i : i + _CHUNK]
-            crc = zlib.crc32(part, crc)
+            crc = crc32c(part, crc)
             yield part
         yield _TRAILER.pack(crc, _END)
 
@@ -90,7 +90,7 @@ def decode(snap: SnapshotFile, data: bytes) -> bytes:
             f"{where}: header says {length} state bytes but file has {len(data)} bytes (offset 20)"
         )
     crc, end_magic = _TRAILER.unpack_from(data, end)
-    if zlib.crc32(memoryview(data)[:end]) != crc or end_magic != _END:
+    if crc32c(memoryview(data)[:end]) != crc or end_magic != _END:
         raise CorruptionError(f"{where}: checksum mismatch over offsets 0..{end}")
     if generation != snap.generation or zxid != snap.zxid:
         raise CorruptionError(

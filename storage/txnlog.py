@@ -3,16 +3,16 @@
 Segment file ``log.<generation:08x>.<seq:08x>``::
 
     header (32 bytes)  magic "ZBLG" | version u16 | flags u16 | generation u32 | seq u32 | prev zxid u64
-                       | crc32 u32 of the 24 bytes before | 4 zero bytes
+                       | crc32c u32 of the 24 bytes before | 4 zero bytes
                        (flags bit 0: preallocated, so the file is never shorter than its records)
     records            back to back from offset 32
     zeros              up to the preallocated size
 
 Record (36-byte header, then the value)::
 
-    magic u32 | value length u32 | zxid u64 | origin i64 | request_id i64 | crc32 u32 | value
+    magic u32 | value length u32 | zxid u64 | origin i64 | request_id i64 | crc32c u32 | value
 
-The record's crc32 covers its first 32 header bytes and the value. A record header is never all
+The record's crc32c covers its first 32 header bytes and the value. A record header is never all
 zeros (the magic is not zero), so the first all-zero header marks the end of a segment's data.
 
 Invariants (checked on open by ``storage.recovery``):
@@ -39,13 +39,13 @@ import os
 import re
 import struct
 import threading
-import zlib
 from array import array
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from storage import fsutil
+from storage.checksum import crc32c
 from zabray.errors import ConfigError, CorruptionError
 from zabray.protocol.messages import Txn
 from zabray.protocol.zxid import Zxid, fmt
@@ -53,7 +53,7 @@ from zabray.protocol.zxid import Zxid, fmt
 log = logging.getLogger(__name__)
 
 SEG_MAGIC = b"ZBLG"
-SEG_VERSION = 1
+SEG_VERSION = 2
 _SEG_BODY = struct.Struct("<4sHHIIQ")
 _U32 = struct.Struct("<I")
 SEG_HEADER_SIZE = 32
@@ -95,7 +95,7 @@ def parse_segment_name(name: str) -> tuple[int, int] | None:
 def encode_segment_header(generation: int, seq: int, prev: int, preallocated: bool) -> bytes:
     flags = FLAG_PREALLOCATED if preallocated else 0
     body = _SEG_BODY.pack(SEG_MAGIC, SEG_VERSION, flags, generation, seq, prev)
-    return body + _U32.pack(zlib.crc32(body)) + bytes(SEG_HEADER_SIZE - _SEG_BODY.size - 4)
+    return body + _U32.pack(crc32c(body)) + bytes(SEG_HEADER_SIZE - _SEG_BODY.size - 4)
 
 
 def decode_segment_header(name: str, data: bytes, generation: int, seq: int) -> SegmentInfo:
@@ -103,7 +103,7 @@ def decode_segment_header(name: str, data: bytes, generation: int, seq: int) -> 
     if len(data) < SEG_HEADER_SIZE:
         raise CorruptionError(f"{name}: {len(data)} bytes at offset 0, shorter than the segment header")
     (crc,) = _U32.unpack_from(data, _SEG_BODY.size)
-    if zlib.crc32(data[: _SEG_BODY.size]) != crc:
+    if crc32c(data[: _SEG_BODY.size]) != crc:
         raise CorruptionError(f"{name}: segment header checksum mismatch at offset 0")
     magic, version, flags, gen, sq, prev = _SEG_BODY.unpack_from(data)
     if magic != SEG_MAGIC or version != SEG_VERSION or flags & ~FLAG_PREALLOCATED:
@@ -121,8 +121,9 @@ def read_segment_header(dirpath: str, name: str, generation: int, seq: int) -> S
 # -- records --------------------------------------------------------------------------------------
 
 
-def encode_txns(txns: Sequence[Txn], after: int, parts: list[bytes], zxids: list[int]) -> None:
-    """Encode txns as records onto ``parts`` (header with crc, then value: two per record) and ``zxids``.
+def encode_txns(txns: Sequence[Txn], after: int, parts: list[bytes], zxids: list[int]) -> int:
+    """Encode txns as records onto ``parts`` (header with crc, then value: two per record) and
+    ``zxids``; returns the number of bytes added.
 
     All or nothing: raises ``ConfigError`` and leaves both lists as they were when zxids do not
     strictly increase from ``after`` or a field does not fit its slot, since such a record could
@@ -131,10 +132,11 @@ def encode_txns(txns: Sequence[Txn], after: int, parts: list[bytes], zxids: list
     n_parts, n_zxids = len(parts), len(zxids)
     head = _REC_HEAD.pack
     full = _REC_FULL.pack
-    crc32 = zlib.crc32
+    crc32 = crc32c
     add = parts.append
     add_z = zxids.append
     last = after
+    size = 0
     try:
         for t in txns:
             z = t.zxid
@@ -155,10 +157,12 @@ def encode_txns(txns: Sequence[Txn], after: int, parts: list[bytes], zxids: list
             add(full(REC_MAGIC, n, z, o, r, crc))
             add(v)
             add_z(z)
+            size += n
             last = z
     except BaseException:
         del parts[n_parts:], zxids[n_zxids:]
         raise
+    return size + REC_HEADER_SIZE * (len(zxids) - n_zxids)
 
 
 def first_after(data: bytes, zxid: int) -> tuple[int, int | None]:
@@ -174,7 +178,7 @@ def first_after(data: bytes, zxid: int) -> tuple[int, int | None]:
         if (
             magic != REC_MAGIC
             or end > len(data)
-            or zlib.crc32(mv[off + REC_HEADER_SIZE : end], zlib.crc32(mv[off : off + _REC_HEAD.size])) != crc
+            or crc32c(mv[off + REC_HEADER_SIZE : end], crc32c(mv[off : off + _REC_HEAD.size])) != crc
         ):
             raise CorruptionError(f"bad record at offset {off} of a region written by this process")
         if z > zxid:
@@ -216,7 +220,7 @@ def _valid_record_at(data: bytes, off: int) -> bool:
         return False
     (crc,) = _U32.unpack_from(data, off + _REC_HEAD.size)
     mv = memoryview(data)
-    return zlib.crc32(mv[off + REC_HEADER_SIZE : end], zlib.crc32(mv[off : off + _REC_HEAD.size])) == crc
+    return crc32c(mv[off + REC_HEADER_SIZE : end], crc32c(mv[off : off + _REC_HEAD.size])) == crc
 
 
 def _any_valid_record_after(data: bytes, start: int) -> int | None:
@@ -242,7 +246,7 @@ def scan_segment(info: SegmentInfo, data: bytes, *, keep_after: int, may_be_torn
     mv = memoryview(data)
     unpack = _REC_HEAD.unpack_from
     u32 = _U32.unpack_from
-    crc32 = zlib.crc32
+    crc32 = crc32c
     txns: list[Txn] = []
     zxids = array("Q")
     offsets = array("Q")
@@ -430,6 +434,7 @@ class TxnLog:
         self._pending_trunc: Zxid | None = None
         self._parts: list[bytes] = []  # two per buffered record: header (with crc), value
         self._zxids: list[int] = []
+        self._size = 0  # bytes in _parts
         self._bound: int = max(self.tail, floor)
 
     # -- volatile operations --------------------------------------------------------------------
@@ -443,7 +448,7 @@ class TxnLog:
         return len(self._zxids)
 
     def append(self, txns: Sequence[Txn]) -> None:
-        encode_txns(txns, self._bound, self._parts, self._zxids)
+        self._size += encode_txns(txns, self._bound, self._parts, self._zxids)
         if self._zxids:
             self._bound = self._zxids[-1]
 
@@ -453,6 +458,7 @@ class TxnLog:
             return
         k = bisect_right(self._zxids, zxid)
         del self._zxids[k:], self._parts[2 * k :]
+        self._size = sum(map(len, self._parts))
         if self._zxids:
             self._bound = self._zxids[-1]
             return
@@ -465,7 +471,7 @@ class TxnLog:
         self._bound = max(self._bound, zxid)
 
     def discard_pending(self) -> None:
-        self._parts, self._zxids = [], []
+        self._parts, self._zxids, self._size = [], [], 0
         self._pending_trunc = None
         self._bound = self.tail
 
@@ -478,7 +484,7 @@ class TxnLog:
             self._pending_trunc = None
         if not self._parts:
             return
-        size = sum(map(len, self._parts))
+        size = self._size
         act = self._active
         if act is None or act.end + size > act.capacity:
             act = self._roll(size)
@@ -489,7 +495,7 @@ class TxnLog:
         act.cp_offsets.append(act.end)
         act.end += size
         act.tail = self.tail = Zxid(self._zxids[-1])
-        self._parts, self._zxids = [], []
+        self._parts, self._zxids, self._size = [], [], 0
         if self._spare is None and self.preallocate and BACKGROUND_PREALLOCATION:
             # Start on the next segment now, so it has the whole life of this one to get ready.
             self._spare = _Spare(self.dir, self.segment_bytes)
