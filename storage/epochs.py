@@ -16,7 +16,7 @@ import struct
 from dataclasses import dataclass
 
 from storage import fsutil
-from storage.checksum import crc32c
+from storage.checksum import crc32c, reject_format_1
 from zabray.errors import ConfigError, CorruptionError
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,7 @@ def decode(name: str, data: bytes) -> EpochRecord:
         raise CorruptionError(f"{name}: {len(data)} bytes at offset 0, expected {SIZE}")
     (crc,) = _CRC.unpack_from(data, _BODY.size)
     if crc32c(data[: _BODY.size]) != crc:
+        reject_format_1(name, data, _MAGIC, data[: _BODY.size], crc)
         raise CorruptionError(f"{name}: checksum mismatch at offset 0")
     magic, version, kind, epoch, leader = _BODY.unpack_from(data)
     if magic != _MAGIC or version != _VERSION or kind != _KIND[name]:

@@ -32,7 +32,7 @@ from storage.txnlog import (
     read_segment,
     read_segment_header,
 )
-from zabray.errors import CorruptionError
+from zabray.errors import CorruptionError, FormatVersionError
 from zabray.protocol.messages import Txn
 from zabray.protocol.zxid import ZERO, Zxid, fmt
 
@@ -104,6 +104,8 @@ def analyze(dirpath: str) -> Recovered:
             break
         try:
             state = snapshots.read(dirpath, cand)
+        except FormatVersionError:
+            raise  # not damage: an older snapshot would not be read either, and nothing is set aside
         except CorruptionError as e:
             log.warning("%s", e)
             damaged.append((cand, e))

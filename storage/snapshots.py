@@ -21,7 +21,7 @@ import struct
 from dataclasses import dataclass
 
 from storage import fsutil
-from storage.checksum import crc32c
+from storage.checksum import crc32c, reject_format_1
 from zabray.errors import CorruptionError
 from zabray.protocol.zxid import Zxid, fmt
 
@@ -82,9 +82,11 @@ def decode(snap: SnapshotFile, data: bytes) -> bytes:
     if len(data) < _HEADER.size + _TRAILER.size:
         raise CorruptionError(f"{where}: only {len(data)} bytes at offset 0, shorter than header and trailer")
     magic, version, _flags, generation, zxid, length = _HEADER.unpack_from(data)
+    end = _HEADER.size + length
+    if magic == _MAGIC and version != _VERSION and end + _TRAILER.size == len(data):
+        reject_format_1(where, data, _MAGIC, memoryview(data)[:end], _TRAILER.unpack_from(data, end)[0])
     if magic != _MAGIC or version != _VERSION:
         raise CorruptionError(f"{where}: bad magic/version at offset 0")
-    end = _HEADER.size + length
     if end + _TRAILER.size != len(data):
         raise CorruptionError(
             f"{where}: header says {length} state bytes but file has {len(data)} bytes (offset 20)"

@@ -45,7 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from storage import fsutil
-from storage.checksum import crc32c
+from storage.checksum import crc32c, reject_format_1
 from zabray.errors import ConfigError, CorruptionError
 from zabray.protocol.messages import Txn
 from zabray.protocol.zxid import Zxid, fmt
@@ -104,6 +104,7 @@ def decode_segment_header(name: str, data: bytes, generation: int, seq: int) -> 
         raise CorruptionError(f"{name}: {len(data)} bytes at offset 0, shorter than the segment header")
     (crc,) = _U32.unpack_from(data, _SEG_BODY.size)
     if crc32c(data[: _SEG_BODY.size]) != crc:
+        reject_format_1(name, data, SEG_MAGIC, data[: _SEG_BODY.size], crc)
         raise CorruptionError(f"{name}: segment header checksum mismatch at offset 0")
     magic, version, flags, gen, sq, prev = _SEG_BODY.unpack_from(data)
     if magic != SEG_MAGIC or version != SEG_VERSION or flags & ~FLAG_PREALLOCATED:

@@ -39,6 +39,11 @@ class CorruptionError(StorageError):
     """Stored data fails its checksum or is out of order. The replica refuses to serve."""
 
 
+class FormatVersionError(CorruptionError):
+    """Stored data was written in a storage format this zabray does not read. Not damage:
+    nothing is quarantined or repaired; the replica refuses to start."""
+
+
 class NotRunningError(ZabError):
     """The ensemble, replica or session addressed is not running."""
 
