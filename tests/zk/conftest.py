@@ -6,6 +6,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,3 +56,20 @@ def start(ray_local: None, tmp_path: Path) -> Iterator[Callable[..., Ensemble]]:
 def followers(ens: Ensemble) -> list[int]:
     leader = ens.wait_for_leader()
     return [s.sid for s in ens.status() if s.sid != leader and s.alive]
+
+
+def session_on(ens: Ensemble, sid: int, timeout: float = 5) -> Any:
+    """A session connected to replica ``sid``. ``replica=`` is only where a session tries first:
+    on a loaded machine that try can time out and the session starts elsewhere, so ask again."""
+    s = ens.session(timeout=timeout, replica=sid)
+
+    def there() -> bool:
+        nonlocal s
+        if s.connected_to == sid:
+            return True
+        s.close()
+        s = ens.session(timeout=timeout, replica=sid)
+        return False
+
+    wait_until(there, timeout=60, what=f"a session on replica {sid}")
+    return s

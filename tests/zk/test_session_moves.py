@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.zk.conftest import followers, wait_until
+from tests.zk.conftest import followers, session_on, wait_until
 from zabray.session import ConnectionLossError, WatchedEvent
 
 pytestmark = pytest.mark.ray
@@ -17,20 +17,8 @@ def test_session_moves_when_its_replica_dies(start, victim: str) -> None:
     target = leader if victim == "leader" else followers(ens)[0]
     other = [s for s in (1, 2, 3) if s != target][0]
     w = ens.session(timeout=4, replica=other)
-    s = ens.session(timeout=4, replica=target)
-
-    def on_target() -> bool:
-        # ``replica`` is where a session tries first; on a loaded machine that first try can time
-        # out and the session lands elsewhere. The test needs it on the victim, so ask again.
-        nonlocal s
-        if s.connected_to == target:
-            return True
-        s.close()
-        s = ens.session(timeout=4, replica=target)
-        return False
-
+    s = session_on(ens, target, timeout=4)
     try:
-        wait_until(on_target, timeout=60, what=f"a session on replica {target}")
         s.create("/mv", b"0")
         eph = s.create("/mv/eph", b"", ephemeral=True)
         fired: list[WatchedEvent] = []

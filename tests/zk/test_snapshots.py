@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.zk.conftest import wait_until
+from tests.zk.conftest import session_on, wait_until
 
 pytestmark = pytest.mark.ray
 
@@ -32,7 +32,7 @@ def test_restart_from_snapshots_and_rebuild_by_snap(start, tmp_path: Path) -> No
     ens = start(3, snapshot_actor=True, snapshot_every=60, keep_snapshots=2, diff_window=50)
     # The session stays on the leader, which this test never kills: ops in flight on a replica
     # that dies fail with ConnectionLoss, as in ZooKeeper, and that is not what is tested here.
-    s = ens.session(timeout=5, replica=ens.wait_for_leader())
+    s = session_on(ens, ens.wait_for_leader())
     s.create("/snap")
     i = 0
 
