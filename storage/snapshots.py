@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from storage import fsutil
@@ -62,7 +63,7 @@ def write(dirpath: str, generation: int, zxid: Zxid, state: bytes) -> SnapshotFi
     header = _HEADER.pack(_MAGIC, _VERSION, 0, generation, zxid, len(state))
     view = memoryview(state)
 
-    def chunks():  # type: ignore[no-untyped-def]
+    def chunks() -> Iterator[bytes | memoryview]:
         crc = crc32c(header)
         yield header
         for i in range(0, len(view), _CHUNK):

@@ -200,8 +200,8 @@ class SegmentScan:
 
     info: SegmentInfo
     txns: list[Txn]
-    zxids: array
-    offsets: array
+    zxids: array[int]
+    offsets: array[int]
     end: int
     size: int
     torn: int | None
@@ -221,7 +221,7 @@ def _valid_record_at(data: bytes, off: int) -> bool:
         return False
     (crc,) = _U32.unpack_from(data, off + _REC_HEAD.size)
     mv = memoryview(data)
-    return crc32c(mv[off + REC_HEADER_SIZE : end], crc32c(mv[off : off + _REC_HEAD.size])) == crc
+    return bool(crc32c(mv[off + REC_HEADER_SIZE : end], crc32c(mv[off : off + _REC_HEAD.size])) == crc)
 
 
 def _any_valid_record_after(data: bytes, start: int) -> int | None:
@@ -394,8 +394,8 @@ class _Active:
     end: int
     capacity: int
     tail: Zxid
-    cp_zxids: array = field(default_factory=lambda: array("Q"))
-    cp_offsets: array = field(default_factory=lambda: array("Q"))
+    cp_zxids: array[int] = field(default_factory=lambda: array("Q"))
+    cp_offsets: array[int] = field(default_factory=lambda: array("Q"))
 
 
 class TxnLog:
@@ -587,7 +587,10 @@ class TxnLog:
         spare, self._spare = self._spare, None
         ready = None
         if spare is not None:
-            ready = spare.take() if spare.size == capacity and self.preallocate else spare.cancel()
+            if spare.size == capacity and self.preallocate:
+                ready = spare.take()
+            else:
+                spare.cancel()
         if ready is not None:
             tmp = ready
             fd = os.open(tmp, os.O_RDWR)

@@ -221,7 +221,7 @@ class Node:
         if self.state == PeerState.LOOKING:
             self.role.on_notification(event.note)  # type: ignore[union-attr]
         elif event.note.state == PeerState.LOOKING:
-            self.role.answer_looking(event.sender)  # type: ignore[union-attr]
+            self.role.answer_looking(event.sender)
 
     # -- introspection for shells and tests ------------------------------------------------
 

@@ -208,39 +208,38 @@ class DataTree:
         return result
 
     def _apply_body(self, b: TxnBody, z: int, t: int, sid: int, changes: list[Change]) -> Any:
-        tb = type(b)
-        if tb is CreateTxn:
-            return self._apply_create(b, z, t, changes)  # type: ignore[arg-type]
-        if tb is DeleteTxn:
-            self._apply_delete(b.path, z, changes)  # type: ignore[union-attr]
+        if isinstance(b, CreateTxn):
+            return self._apply_create(b, z, t, changes)
+        if isinstance(b, DeleteTxn):
+            self._apply_delete(b.path, z, changes)
             return None
-        if tb is SetDataTxn:
-            return self._apply_set_data(b, z, t, changes)  # type: ignore[arg-type]
-        if tb is CheckTxn:
-            node = self._nodes.get(b.path)  # type: ignore[union-attr]
-            if node is None or b.version not in (-1, node.stat.version):  # type: ignore[union-attr]
-                raise _corrupt(z, f"check of {b.path} fails")  # type: ignore[union-attr]
+        if isinstance(b, SetDataTxn):
+            return self._apply_set_data(b, z, t, changes)
+        if isinstance(b, CheckTxn):
+            node = self._nodes.get(b.path)
+            if node is None or b.version not in (-1, node.stat.version):
+                raise _corrupt(z, f"check of {b.path} fails")
             return None
-        if tb is MultiTxn:
-            return tuple(self._apply_body(s, z, t, sid, changes) for s in b.txns)  # type: ignore[union-attr]
-        if tb is CreateSessionTxn:
+        if isinstance(b, MultiTxn):
+            return tuple(self._apply_body(s, z, t, sid, changes) for s in b.txns)
+        if isinstance(b, CreateSessionTxn):
             if sid == 0 or sid in self._sessions:
                 raise _corrupt(z, f"session 0x{sid:x} cannot be created")
-            self._sessions[sid] = b.timeout_ms  # type: ignore[union-attr]
+            self._sessions[sid] = b.timeout_ms
             self._ephemerals[sid] = set()
-            return b.timeout_ms  # type: ignore[union-attr]
-        if tb is CloseSessionTxn:
+            return b.timeout_ms
+        if isinstance(b, CloseSessionTxn):
             owned = self._ephemerals.get(sid)
-            if owned is None or owned != set(b.paths):  # type: ignore[union-attr]
+            if owned is None or owned != set(b.paths):
                 raise _corrupt(z, f"close of session 0x{sid:x} does not list exactly its ephemerals")
-            for p in b.paths:  # type: ignore[union-attr]
+            for p in b.paths:
                 self._apply_delete(p, z, changes)
             del self._sessions[sid]
             del self._ephemerals[sid]
-            return b.paths  # type: ignore[union-attr]
-        if tb is SyncTxn:
-            return b.path  # type: ignore[union-attr]
-        raise _corrupt(z, f"unexpected body {tb.__name__}")
+            return b.paths
+        if isinstance(b, SyncTxn):
+            return b.path
+        raise _corrupt(z, f"unexpected body {type(b).__name__}")
 
     def _apply_create(self, b: CreateTxn, z: int, t: int, changes: list[Change]) -> str:
         path = b.path
