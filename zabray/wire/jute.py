@@ -1,0 +1,232 @@
+"""Jute, ZooKeeper's binary serialization, as a sans-IO reader and writer.
+
+Every value is big-endian: ``int`` 4 bytes, ``long`` 8, ``boolean`` 1, ``buffer`` and
+``ustring`` an int length (-1 means null) then the bytes (UTF-8 for a ustring), ``vector`` an
+int count (-1 means null) then the items. Records are these fields in declaration order with
+no tags, so a reader must know the record it expects: the opcode of a request, or the xid of a
+reply, says which.
+
+Invariants: the reader never reads past its buffer, never accepts a negative length other
+than -1, and rejects invalid UTF-8; every such failure is a ``CodecError`` (the connection that
+carried the bytes is dropped, the server carries on). A record's ``FIELDS`` lists its fields'
+jute types in order; ``encode``/``decode`` are driven by that table so one code path serialises
+every record and nothing is written by hand twice.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import fields
+from typing import Any, ClassVar, TypeVar
+
+from zabray.errors import CodecError
+
+_INT = struct.Struct(">i")
+_LONG = struct.Struct(">q")
+_BOOL = struct.Struct(">?")
+INT32 = (-(2**31), 2**31 - 1)
+INT64 = (-(2**63), 2**63 - 1)
+
+
+class Reader:
+    """Reads jute values from one buffer, front to back; ``CodecError`` on anything malformed."""
+
+    __slots__ = ("_buf", "_pos", "_end")
+
+    def __init__(self, buf: bytes | bytearray | memoryview, pos: int = 0) -> None:
+        self._buf = bytes(buf)
+        self._pos = pos
+        self._end = len(self._buf)
+
+    @property
+    def remaining(self) -> int:
+        return self._end - self._pos
+
+    @property
+    def pos(self) -> int:
+        return self._pos
+
+    def _take(self, n: int) -> int:
+        p = self._pos
+        if n < 0 or p + n > self._end:
+            raise CodecError(f"jute: record truncated at byte {p} (needs {n}, has {self._end - p})")
+        self._pos = p + n
+        return p
+
+    def int32(self) -> int:
+        return int(_INT.unpack_from(self._buf, self._take(4))[0])
+
+    def int64(self) -> int:
+        return int(_LONG.unpack_from(self._buf, self._take(8))[0])
+
+    def boolean(self) -> bool:
+        b = self._buf[self._take(1)]
+        if b > 1:
+            raise CodecError(f"jute: boolean byte {b} is neither 0 nor 1")
+        return b == 1
+
+    def _length(self, what: str) -> int:
+        n = self.int32()
+        if n < -1:
+            raise CodecError(f"jute: negative {what} length {n}")
+        return n
+
+    def buffer(self) -> bytes | None:
+        n = self._length("buffer")
+        if n == -1:
+            return None
+        p = self._take(n)
+        return self._buf[p : p + n]
+
+    def ustring(self) -> str | None:
+        n = self._length("string")
+        if n == -1:
+            return None
+        p = self._take(n)
+        try:
+            return self._buf[p : p + n].decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise CodecError(f"jute: string is not UTF-8 ({e.reason})") from None
+
+    def vector(self, item: Callable[[Reader], Any]) -> list[Any] | None:
+        n = self._length("vector")
+        if n == -1:
+            return None
+        if n > self.remaining:  # every item takes at least one byte: a cheap bound on garbage counts
+            raise CodecError(f"jute: vector of {n} items in {self.remaining} bytes")
+        return [item(self) for _ in range(n)]
+
+    def end(self) -> None:
+        """Assert the record consumed the whole buffer (trailing garbage is malformed)."""
+        if self._pos != self._end:
+            raise CodecError(f"jute: {self._end - self._pos} unexpected trailing bytes")
+
+
+class Writer:
+    """Appends jute values to a bytearray; values out of their type's range are a ``CodecError``."""
+
+    __slots__ = ("buf",)
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+
+    def int32(self, v: int) -> None:
+        try:
+            self.buf += _INT.pack(v)
+        except struct.error:
+            raise CodecError(f"jute: {v!r} is not a 32-bit int") from None
+
+    def int64(self, v: int) -> None:
+        try:
+            self.buf += _LONG.pack(v)
+        except struct.error:
+            raise CodecError(f"jute: {v!r} is not a 64-bit long") from None
+
+    def boolean(self, v: bool) -> None:
+        self.buf += _BOOL.pack(bool(v))
+
+    def buffer(self, v: bytes | None) -> None:
+        if v is None:
+            self.buf += _INT.pack(-1)
+            return
+        self.buf += _INT.pack(len(v))
+        self.buf += v
+
+    def ustring(self, v: str | None) -> None:
+        self.buffer(None if v is None else v.encode("utf-8"))
+
+    def vector(self, items: Sequence[Any] | None, item: Callable[[Writer, Any], None]) -> None:
+        if items is None:
+            self.buf += _INT.pack(-1)
+            return
+        self.buf += _INT.pack(len(items))
+        for x in items:
+            item(self, x)
+
+
+R = TypeVar("R", bound="Record")
+
+
+class Record:
+    """Base of jute records: subclasses are frozen, slotted dataclasses with a ``FIELDS`` table.
+
+    ``FIELDS`` holds one jute type per dataclass field, in order: ``"int"``, ``"long"``,
+    ``"bool"``, ``"buffer"``, ``"ustring"``, a Record subclass, or ``("vector", t)``.
+    """
+
+    FIELDS: ClassVar[tuple[Any, ...]] = ()
+
+    def encode(self) -> bytes:
+        w = Writer()
+        self.write(w)
+        return bytes(w.buf)
+
+    def write(self, w: Writer) -> None:
+        # A record may carry fields past its table (ConnectRequest's optional read-only flag),
+        # written by its own ``write``: so zip stops at the table's end.
+        for name, t in zip(_names(type(self)), self.FIELDS, strict=False):
+            _write(w, t, getattr(self, name))
+
+    @classmethod
+    def read(cls: type[R], r: Reader) -> R:
+        return cls(*[_read(r, t) for t in cls.FIELDS])
+
+    @classmethod
+    def decode(cls: type[R], data: bytes | bytearray | memoryview) -> R:
+        """Decode a whole buffer holding exactly one record."""
+        r = Reader(data)
+        rec = cls.read(r)
+        r.end()
+        return rec
+
+
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _names(cls: type) -> tuple[str, ...]:
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
+def _write(w: Writer, t: Any, v: Any) -> None:
+    if isinstance(t, str):
+        if t == "int":
+            w.int32(v)
+        elif t == "long":
+            w.int64(v)
+        elif t == "bool":
+            w.boolean(v)
+        elif t == "buffer":
+            w.buffer(v)
+        elif t == "ustring":
+            w.ustring(v)
+        else:  # pragma: no cover - a typo in a FIELDS table
+            raise TypeError(f"unknown jute type {t!r}")
+    elif isinstance(t, tuple):
+        inner = t[1]
+        w.vector(v, lambda ww, x: _write(ww, inner, x))
+    else:
+        v.write(w)
+
+
+def _read(r: Reader, t: Any) -> Any:
+    if isinstance(t, str):
+        if t == "int":
+            return r.int32()
+        if t == "long":
+            return r.int64()
+        if t == "bool":
+            return r.boolean()
+        if t == "buffer":
+            return r.buffer()
+        if t == "ustring":
+            return r.ustring()
+        raise TypeError(f"unknown jute type {t!r}")  # pragma: no cover
+    if isinstance(t, tuple):
+        inner = t[1]
+        items = r.vector(lambda rr: _read(rr, inner))
+        return None if items is None else tuple(items)
+    return t.read(r)
