@@ -17,7 +17,7 @@ from zabray.tree import (
     delete,
     set_data,
 )
-from zabray.tree.datatree import SNAPSHOT_MAGIC, SNAPSHOT_VERSION
+from zabray.tree.snapshot import SNAPSHOT_MAGIC, SNAPSHOT_VERSION
 from zabray.tree.znode import CONTAINER_OWNER
 
 
