@@ -161,7 +161,7 @@ class TreeSide:
                 return ("OK",)
             if kind == "create":
                 op = create_op(a[0], a[1], a[2], a[3], a[4])
-                return self._write(tops._req(op, self.sid, 2, self.auth))
+                return self._write(tops.encode_request(tops.Request(self.sid, 2, op, self.auth)))
             if kind == "delete":
                 return self._write(delete(a[0], a[1], **kw))
             if kind == "set":
