@@ -43,6 +43,8 @@ def test_digest_and_authenticate() -> None:
     with pytest.raises(AuthFailedError):
         authenticate("foo", b"x")
     assert zk_code("AUTH_FAILED") == -115 and zk_code("NO_AUTH") == -102 and zk_code("INVALID_ACL") == -114
+    assert NoAuthError("x").zk_err == -102 and InvalidACLError("x").zk_err == -114
+    assert zk_code("RUNTIME_INCONSISTENCY") == -2 and zk_code("NO_SUCH") == -1  # SYSTEM_ERROR
 
 
 @pytest.mark.parametrize(

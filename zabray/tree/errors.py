@@ -44,6 +44,11 @@ class ZooKeeperError(ZabError):
     def __hash__(self) -> int:
         return hash((self.code, self.message, self.path, self.index))
 
+    @property
+    def zk_err(self) -> int:
+        """ZooKeeper's numeric code for this failure (``KeeperException.Code``)."""
+        return zk_code(self.code)
+
 
 class NoNodeError(ZooKeeperError):
     """The znode (or, for create, its parent) does not exist."""
