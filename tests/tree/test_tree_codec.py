@@ -171,6 +171,8 @@ def test_builders_check_types() -> None:
         req_bytes(2, 0, 0, [2, "/"]),  # deleting the root
         req_bytes(2, 0, 0, [1, "/a", b"", 0, 0, [], False]),  # parent_cversion must be >= 1
         req_bytes(2, 0, 0, [1, "/a", b"", 0, 1]),  # create arity (format 1)
+        req_bytes(2, 0, 0, [1, "/a", b"", 0xFF << 56, 1, [], False]),  # a TTL marker with ttl 0
+        req_bytes(2, 0, 0, [1, "/a", b"", 0x81 << 56, 1, [], False]),  # neither session nor marker
         req_bytes(2, 0, 0, [1, "/a", b"", 0, 1, [[31, "world"]], False]),  # acl entry
         req_bytes(2, 0, 0, [3, "/a", b"", 0]),  # a set_data version is >= 1
         req_bytes(2, 0, 0, [9, "/a", [], 2**31]),  # aversion beyond int32

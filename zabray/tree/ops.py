@@ -66,7 +66,7 @@ from zabray.tree.records import (
     TxnRecord,
     create_op,
 )
-from zabray.tree.znode import ACL, OPEN_ACL, AuthId
+from zabray.tree.znode import ACL, OPEN_ACL, AuthId, valid_owner
 
 # Version 2 added ACLs, auth ids, containers and TTL znodes; version-1 txns are refused by name.
 REQUEST_VERSION = 2
@@ -364,10 +364,13 @@ def _decode_body(v: Any, f: _Fields, *, nested: bool) -> TxnBody:
     code = f.code(v[0])
     if code is OpCode.CREATE:
         f.list_(v, "create", 7)
+        owner = f.session(v[3])
+        if not valid_owner(owner):
+            f.fail(f"invalid owner 0x{owner:x}")
         return CreateTxn(
             _txn_path(v[1], f),
             f.bytes_(v[2], "data"),
-            f.session(v[3]),
+            owner,
             f.int_(v[4], "parent_cversion", 1, _I64),
             f.acl(v[5]),
             f.bool_(v[6], "stat"),
