@@ -50,7 +50,6 @@ class Stat:
         )
 
 
-ROOT_STAT = Stat(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 
 #: An ACL entry: (perms, scheme, id), as ZooKeeper's ``ACL(perms, Id(scheme, id))``.
 ACL = tuple[int, str, str]
