@@ -6,6 +6,12 @@ overlay keeps only the newest view and the zxid that wrote it; when the tree app
 every overlay entry written at or below z is already reflected in the committed tree, so it is
 dropped unless a later prepare has overwritten it. ``abandon`` drops the whole overlay.
 
+Checks run in ZooKeeper 3.8's order (PrepRequestProcessor), so the first failure is the one
+ZooKeeper reports: the ACLs are checked against the auth ids the request carries (CREATE or
+DELETE on the parent, WRITE for set_data, READ for check, ADMIN for set_acl), and ACLs given
+to create/set_acl are validated and their ``auth`` entries expanded here, on the leader, so
+the txn holds the concrete ACL.
+
 Invariant: preparing requests against the future state gives exactly the txns that preparing
 each one right after applying all earlier ones would give (the property tests check this).
 """
