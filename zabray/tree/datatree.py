@@ -130,8 +130,6 @@ class Result:
         )
 
 
-_Node = Node
-
 
 def _corrupt(zxid: int, msg: str) -> CorruptionError:
     return CorruptionError(f"txn 0x{zxid:x} does not fit the tree: {msg}")
@@ -144,7 +142,7 @@ class DataTree:
         if type(max_data_bytes) is not int or max_data_bytes < 0:
             raise BadArgumentsError(f"max_data_bytes must be a non-negative int, got {max_data_bytes!r}")
         self.max_data_bytes = max_data_bytes
-        self._nodes: dict[str, _Node] = _initial_nodes()
+        self._nodes: dict[str, Node] = _initial_nodes()
         self._sessions: dict[int, int] = {}  # live session id -> timeout_ms
         self._ephemerals: dict[int, set[str]] = {}  # live session id -> paths it owns
         self._containers: set[str] = set()
@@ -159,7 +157,7 @@ class DataTree:
         """The zxid of the last txn applied (or of the snapshot restored)."""
         return self._last_zxid
 
-    def _node(self, path: str, auth: tuple[AuthId, ...] | None = None, perm: int = PERM_READ) -> _Node:
+    def _node(self, path: str, auth: tuple[AuthId, ...] | None = None, perm: int = PERM_READ) -> Node:
         node = self._nodes.get(validate_path(path))
         if node is None:
             raise NoNodeError(f"{path} does not exist", path=path)
@@ -377,7 +375,7 @@ class DataTree:
             self._containers.add(path)
         elif kind is Kind.TTL:
             self._ttls.add(path)
-        node = _Node(b.data, Stat(z, z, t, t, 0, 0, 0, owner, len(b.data), 0, z), b.acl)
+        node = Node(b.data, Stat(z, z, t, t, 0, 0, 0, owner, len(b.data), 0, z), b.acl)
         self._nodes[path] = node
         parent.children.add(name_of(path))
         parent.stat = replace(pst, cversion=b.parent_cversion, pzxid=z, num_children=pst.num_children + 1)
@@ -456,17 +454,17 @@ class DataTree:
         return h.hexdigest()
 
 
-def _initial_nodes() -> dict[str, _Node]:
+def _initial_nodes() -> dict[str, Node]:
     """``/`` and ZooKeeper's own ``/zookeeper``, ``/zookeeper/quota`` and ``/zookeeper/config``
     (read-only, aversion -1), with the stats a fresh ZooKeeper 3.8 shows."""
     zero = Stat(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-    root = _Node(b"", replace(zero, num_children=1), OPEN_ACL)
+    root = Node(b"", replace(zero, num_children=1), OPEN_ACL)
     root.children.add("zookeeper")
-    zk = _Node(b"", replace(zero, num_children=2), OPEN_ACL)
+    zk = Node(b"", replace(zero, num_children=2), OPEN_ACL)
     zk.children.update(("quota", "config"))
     return {
         ROOT: root,
         ZOOKEEPER: zk,
-        QUOTA: _Node(b"", zero, OPEN_ACL),
-        CONFIG: _Node(b"", replace(zero, aversion=-1), READ_ACL),
+        QUOTA: Node(b"", zero, OPEN_ACL),
+        CONFIG: Node(b"", replace(zero, aversion=-1), READ_ACL),
     }
