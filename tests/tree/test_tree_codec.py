@@ -6,7 +6,7 @@ import msgpack
 import pytest
 from tree_harness import Leader
 
-from zabray.errors import CorruptionError
+from zabray.errors import CorruptionError, FormatVersionError
 from zabray.protocol.messages import Txn
 from zabray.protocol.zxid import Zxid
 from zabray.tree import (
@@ -17,9 +17,11 @@ from zabray.tree import (
     CreateSession,
     DataTree,
     Delete,
+    DeleteContainer,
     Multi,
     NoNodeError,
     Request,
+    SetACL,
     SetData,
     Sync,
     TxnRecord,
@@ -36,9 +38,11 @@ from zabray.tree.ops import (
     CloseSessionTxn,
     CreateSessionTxn,
     CreateTxn,
+    DeleteContainerTxn,
     DeleteTxn,
     ErrorTxn,
     MultiTxn,
+    SetACLTxn,
     SetDataTxn,
     SyncTxn,
     encode_txn,
@@ -55,12 +59,19 @@ OPS = [
     CreateSession(30000),
     CloseSession(),
     Sync("/a"),
+    Create("/c", b"", False, True, ((1, "world", "anyone"), (31, "auth", "")), container=True, stat=True),
+    Create("/t", b"", ttl=2**40 - 1),
+    SetACL("/a", ((16, "digest", "u:h"), (3, "ip", "10.0.0.0/8")), 3),
+    SetACL("/a", (), -1),
+    DeleteContainer("/c"),
 ]
 
 
 @pytest.mark.parametrize("op", OPS, ids=lambda o: type(o).__name__)
 def test_request_round_trip(op) -> None:  # type: ignore[no-untyped-def]
     req = Request(2**64 - 1, 123456789, op)
+    assert decode_request(encode_request(req)) == req
+    req = Request(7, 1, op, (("digest", "u:h"), ("ip", "127.0.0.1"), ("super", "")))
     assert decode_request(encode_request(req)) == req
 
 
@@ -75,6 +86,12 @@ BODIES = [
     CloseSessionTxn(("/a", "/b")),
     CloseSessionTxn(()),
     SyncTxn("/"),
+    CreateTxn("/c", b"", 2**63, 3, ((1, "digest", "u:h"),), True),
+    CreateTxn("/t", b"", 0xFF << 56 | 1000, 3, (), False),
+    SetACLTxn("/a", ((31, "world", "anyone"),), 1),
+    SetACLTxn("/zookeeper/config", (), -1),
+    DeleteContainerTxn("/c"),
+    ErrorTxn(9, "NO_AUTH", "msg", "/a", None),
     ErrorTxn(1, "NO_NODE", "msg", "/a", None),
     ErrorTxn(5, "BAD_VERSION", "msg", None, 3),
     ErrorTxn(0, "BAD_ARGUMENTS", "", None, None),
@@ -96,22 +113,32 @@ def req_bytes(*v: object) -> bytes:
     [
         b"",
         b"\xc1",
-        req_bytes(1, 0, 0),  # too short
-        req_bytes(2, 0, 0, [1, "/a", b"", False, False]),  # unknown version
-        req_bytes(True, 0, 0, [2, "/a", -1]),  # bool is not a version
-        req_bytes(1, -1, 0, [2, "/a", -1]),  # negative session
-        req_bytes(1, 0, -5, [2, "/a", -1]),  # negative time
-        req_bytes(1, 0, 0, [99, "/a"]),  # unknown op
-        req_bytes(1, 0, 0, [0, "x"]),  # ERROR is not a request op
-        req_bytes(1, 0, 0, [1, "/a", "str-not-bytes", False, False]),
-        req_bytes(1, 0, 0, [1, "/a", b"", 1, False]),  # int is not a bool
-        req_bytes(1, 0, 0, [1, b"/a", b"", False, False]),  # bytes is not a path
-        req_bytes(1, 0, 0, [2, "/a", -2]),  # version below -1
-        req_bytes(1, 0, 0, [2, "/a", 2**31]),  # version beyond int32
-        req_bytes(1, 0, 0, [2, "/a"]),  # arity
-        req_bytes(1, 0, 0, [5, [[6, 1000]]]),  # sessions cannot be in a multi
-        req_bytes(1, 0, 0, [5, [[5, []]]]),  # nor can multis
-        req_bytes(1, 0, 0, [6, 0]),  # timeout must be positive
+        req_bytes(2, 0, 0),  # too short
+        req_bytes(3, 0, 0, [2, "/a", -1], []),  # unknown version
+        req_bytes(True, 0, 0, [2, "/a", -1], []),  # bool is not a version
+        req_bytes(2, -1, 0, [2, "/a", -1], []),  # negative session
+        req_bytes(2, 0, -5, [2, "/a", -1], []),  # negative time
+        req_bytes(2, 0, 0, [2, "/a", -1]),  # no auth ids
+        req_bytes(2, 0, 0, [2, "/a", -1], [["digest"]]),  # auth id is not (scheme, id)
+        req_bytes(2, 0, 0, [2, "/a", -1], [[1, "x"]]),  # scheme is not a string
+        req_bytes(2, 0, 0, [99, "/a"], []),  # unknown op
+        req_bytes(2, 0, 0, [0, "x"], []),  # ERROR is not a request op
+        req_bytes(2, 0, 0, [1, "/a", "str-not-bytes", False, False, [], False, -1, False], []),
+        req_bytes(2, 0, 0, [1, "/a", b"", 1, False, [], False, -1, False], []),  # int is not a bool
+        req_bytes(2, 0, 0, [1, b"/a", b"", False, False, [], False, -1, False], []),  # bytes is not a path
+        req_bytes(2, 0, 0, [1, "/a", b"", False, False, [[1, "world"]], False, -1, False], []),  # acl entry
+        req_bytes(2, 0, 0, [1, "/a", b"", False, False, [[2**31, "world", "anyone"]], False, -1, False], []),
+        req_bytes(2, 0, 0, [1, "/a", b"", False, False, [], False, "1", False], []),  # ttl not an int
+        req_bytes(2, 0, 0, [1, "/a", b"", False, False], []),  # create arity (format 1)
+        req_bytes(2, 0, 0, [9, "/a", [], 2**31], []),  # set_acl version beyond int32
+        req_bytes(2, 0, 0, [10], []),  # delete_container arity
+        req_bytes(2, 0, 0, [2, "/a", -2], []),  # version below -1
+        req_bytes(2, 0, 0, [2, "/a", 2**31], []),  # version beyond int32
+        req_bytes(2, 0, 0, [2, "/a"], []),  # arity
+        req_bytes(2, 0, 0, [5, [[6, 1000]]], []),  # sessions cannot be in a multi
+        req_bytes(2, 0, 0, [5, [[5, []]]], []),  # nor can multis
+        req_bytes(2, 0, 0, [5, [[9, "/a", [], -1]]], []),  # nor set_acl
+        req_bytes(2, 0, 0, [6, 0], []),  # timeout must be positive
         req_bytes(1, 0, 0, {"a": 1}),
         msgpack.packb({"not": "a list"}),
     ],
@@ -139,16 +166,23 @@ def test_builders_check_types() -> None:
     "data",
     [
         b"\xc1",
-        req_bytes(2, 0, 0, [2, "/a"]),
-        req_bytes(1, 0, 0, [2, "a"]),  # invalid path
-        req_bytes(1, 0, 0, [2, "/"]),  # deleting the root
-        req_bytes(1, 0, 0, [1, "/a", b"", 0, 0]),  # parent_cversion must be >= 1
-        req_bytes(1, 0, 0, [3, "/a", b"", 0]),  # a set_data version is >= 1
-        req_bytes(1, 0, 0, [0, 1, "NO_SUCH_CODE", "", None, None]),
-        req_bytes(1, 0, 0, [0, 42, "NO_NODE", "", None, None]),
-        req_bytes(1, 0, 0, [7, ["/"]]),
-        req_bytes(1, 0, 0, [5, [[6, 10]]]),
-        req_bytes(1, 0, 0, [9]),
+        req_bytes(3, 0, 0, [2, "/a"]),  # unknown version
+        req_bytes(2, 0, 0, [2, "a"]),  # invalid path
+        req_bytes(2, 0, 0, [2, "/"]),  # deleting the root
+        req_bytes(2, 0, 0, [1, "/a", b"", 0, 0, [], False]),  # parent_cversion must be >= 1
+        req_bytes(2, 0, 0, [1, "/a", b"", 0, 1]),  # create arity (format 1)
+        req_bytes(2, 0, 0, [1, "/a", b"", 0xFF << 56, 1, [], False]),  # a TTL marker with ttl 0
+        req_bytes(2, 0, 0, [1, "/a", b"", 0x81 << 56, 1, [], False]),  # neither session nor marker
+        req_bytes(2, 0, 0, [1, "/a", b"", 0, 1, [[31, "world"]], False]),  # acl entry
+        req_bytes(2, 0, 0, [3, "/a", b"", 0]),  # a set_data version is >= 1
+        req_bytes(2, 0, 0, [9, "/a", [], 2**31]),  # aversion beyond int32
+        req_bytes(2, 0, 0, [10, "/"]),  # delete_container of the root
+        req_bytes(2, 0, 0, [0, 1, "NO_SUCH_CODE", "", None, None]),
+        req_bytes(2, 0, 0, [0, 42, "NO_NODE", "", None, None]),
+        req_bytes(2, 0, 0, [7, ["/"]]),
+        req_bytes(2, 0, 0, [5, [[6, 10]]]),
+        req_bytes(2, 0, 0, [5, [[9, "/a", [], 1]]]),  # set_acl is not part of a multi
+        req_bytes(2, 0, 0, [11]),
     ],
 )
 def test_bad_txn_raises_corruption(data: bytes) -> None:
@@ -177,9 +211,19 @@ def test_txn_that_does_not_fit_raises_corruption() -> None:
         CheckTxn("/a", 3),
         CloseSessionTxn(()),  # session 0 is not live
         CreateSessionTxn(10),  # session 0
+        SetACLTxn("/a", (), 5),  # aversion does not follow
+        SetACLTxn("/nope", (), 1),
+        DeleteTxn("/zookeeper/quota"),  # ZooKeeper's own znodes stay
+        DeleteContainerTxn("/nope"),
     ):
         with pytest.raises(CorruptionError):
             apply(b)
+
+
+def test_format_1_txn_is_refused_by_name() -> None:
+    old = msgpack.packb([1, 0, 0, [1, "/a", b"", 0, 1]], use_bin_type=True)
+    with pytest.raises(FormatVersionError, match="format 1"):
+        decode_txn(old)
 
 
 def test_paths() -> None:

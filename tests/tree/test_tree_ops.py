@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from dataclasses import replace
 
 import pytest
 from tree_harness import Leader
@@ -61,10 +62,19 @@ def fails(r, exc: type[ZooKeeperError]) -> ZooKeeperError:  # type: ignore[no-un
 # -- root and reads --------------------------------------------------------------------------------
 
 
-def test_root_exists_with_zero_stat() -> None:
+def test_fresh_tree_is_zookeepers() -> None:
+    """A fresh ZooKeeper 3.8 shows these (checked against a live server): cversion is
+    2 * child creations - children, so the root with only `zookeeper` shows -1."""
     t = DataTree()
-    assert t.get("/") == (b"", Stat(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
-    assert t.children("/") == [] and t.exists("/") is not None and len(t) == 1 and t.last_zxid == 0
+    zero = Stat(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    assert t.get("/") == (b"", replace(zero, cversion=-1, num_children=1))
+    assert t.get("/zookeeper") == (b"", replace(zero, cversion=-2, num_children=2))
+    assert t.get("/zookeeper/quota") == (b"", zero)
+    assert t.get("/zookeeper/config") == (b"", replace(zero, aversion=-1))
+    assert t.children("/") == ["zookeeper"] and t.children("/zookeeper") == ["config", "quota"]
+    assert t.get_acl("/zookeeper/config") == (((1, "world", "anyone"),), replace(zero, aversion=-1))
+    assert t.get_acl("/")[0] == ((31, "world", "anyone"),)
+    assert len(t) == 4 and t.last_zxid == 0 and t.all_children_number("/") == 3
 
 
 def test_reads_of_missing_and_bad_paths() -> None:
@@ -90,7 +100,7 @@ def test_create_sets_stat_and_parent(ld: Leader) -> None:
     assert st == Stat(czxid=z, mzxid=z, ctime=100, mtime=100, version=0, cversion=0, aversion=0,
                       ephemeral_owner=0, data_length=5, num_children=0, pzxid=z)  # fmt: skip
     root = ld.tree.stat("/")
-    assert (root.cversion, root.pzxid, root.num_children) == (1, z, 1)
+    assert (root.cversion, root.pzxid, root.num_children) == (0, z, 2)  # 2 * 1 creation - 2 children
     assert (root.version, root.mzxid, root.mtime) == (0, 0, 0)  # a child change is not a data change
 
 
@@ -100,6 +110,9 @@ def test_create_nested_and_children_sorted(ld: Leader) -> None:
     assert ld.tree.children("/a") == ["b", "m", "z"]
     st = ld.tree.stat("/a")
     assert (st.num_children, st.cversion) == (3, 3)
+    assert ld.write(delete("/a/m", time_ms=1)).ok
+    st = ld.tree.stat("/a")
+    assert (st.num_children, st.cversion) == (2, 4)  # a delete is a child change too
 
 
 def test_create_errors(ld: Leader) -> None:
@@ -108,10 +121,10 @@ def test_create_errors(ld: Leader) -> None:
     assert e.path == "/x"
     e = fails(ld.write(create("/a", time_ms=1)), NodeExistsError)
     assert e.path == "/a"
-    fails(ld.write(create("/", time_ms=1)), BadArgumentsError)
+    fails(ld.write(create("/", time_ms=1)), NodeExistsError)
     for bad in ("a", "/a/", "//a", "/a//b", "/a/.", "/a/../b", "/a\0b", "/a\x01", ""):
         fails(ld.write(create(bad, time_ms=1)), BadArgumentsError)
-    assert ld.tree.children("/") == ["a"]
+    assert ld.tree.children("/") == ["a", "zookeeper"]
 
 
 def test_error_txn_leaves_tree_unchanged_but_advances_zxid(ld: Leader) -> None:
@@ -226,7 +239,7 @@ def test_close_session_deletes_its_ephemerals_in_one_txn(ld: Leader) -> None:
     assert ld.tree.children("/g") == ["mine", "p"]
     assert ld.tree.exists("/a") is None and ld.tree.ephemerals(1) == []
     g = ld.tree.stat("/g")
-    assert (g.pzxid, g.num_children, g.cversion) == (r.zxid, 2, 3)
+    assert (g.pzxid, g.num_children, g.cversion) == (r.zxid, 2, 4)  # 3 creates + 1 delete
     assert ld.tree.ephemerals(2) == ["/g/mine"]
 
 
@@ -241,7 +254,7 @@ def test_delete_updates_parent(ld: Leader) -> None:
     assert r.ok and r.value is None and r.changes == ch(("/a/b", D), ("/a", K))
     after = ld.tree.stat("/a")
     assert after.num_children == 0 and after.pzxid == r.zxid
-    assert after.cversion == before.cversion  # as ZooKeeper: deletes do not bump cversion
+    assert after.cversion == before.cversion + 1  # ZooKeeper reports deletes as child changes too
     assert (after.version, after.mzxid) == (before.version, before.mzxid)
 
 
@@ -255,7 +268,7 @@ def test_delete_errors_and_versions(ld: Leader) -> None:
     ld.write(set_data("/a/b", b"x", time_ms=1))
     assert ld.write(delete("/a/b", 1, time_ms=1)).ok
     assert ld.write(delete("/a", 0, time_ms=1)).ok
-    assert ld.tree.children("/") == []
+    assert ld.tree.children("/") == ["zookeeper"]
 
 
 def test_bad_version_checked_before_not_empty(ld: Leader) -> None:

@@ -19,17 +19,31 @@ from zabray.tree import (
     CreateSession,
     DataTree,
     Delete,
+    DeleteContainer,
     Multi,
     Request,
     Result,
+    SetACL,
     SetData,
     Sync,
     encode_request,
 )
 
-PATHS = ["/a", "/b", "/a/b", "/a/c", "/b/a", "/a/b/c", "/e"]
+PATHS = ["/a", "/b", "/a/b", "/a/c", "/b/a", "/a/b/c", "/e", "/zookeeper/q", "/zookeeper/config/x"]
 PREFIXES = ["/a/s", "/s", "/a/b/", "/e/x"]
 SESSIONS = [1, 2, 3]
+BOB, EVE = ("digest", "bob:hash"), ("digest", "eve:hash")
+AUTHS = [(), (), (("ip", "10.0.0.7"),), (BOB,), (EVE, ("ip", "10.1.0.1")), (("super", ""),)]
+ACLS = [
+    ((31, "world", "anyone"),),
+    ((31, "world", "anyone"),),
+    ((1, "world", "anyone"), (31, *BOB)),
+    ((31, "auth", ""),),  # expands to the requester's digest ids (INVALID_ACL without one)
+    ((12, "ip", "10.0.0.0/16"), (19, "world", "anyone")),
+    ((0, "world", "anyone"),),
+    ((31, "digest", "bad"),),  # INVALID_ACL
+    (),  # INVALID_ACL
+]
 
 
 def all_paths(tree: DataTree) -> list[str]:
@@ -75,17 +89,31 @@ class Gen:
             return self.pick(existing)  # type: ignore[return-value]
         return self.pick(PATHS)  # type: ignore[return-value]
 
+    def create(self, existing: list[str]) -> Create:
+        seq = self.weighted(3, 1) == 1
+        if self.weighted(3, 1) == 0:
+            parent = self.pick(["/", *existing])
+            name = self.pick(["s", ""] if seq else ["a", "b", "c"])
+            path = ("" if parent == "/" else parent) + "/" + name  # type: ignore[operator]
+        else:
+            path = self.pick(PREFIXES if seq else PATHS)  # type: ignore[assignment]
+        kind = self.weighted(8, 4, 2, 2)  # persistent, ephemeral, container, ttl
+        ttl = self.pick([-1, 0, 5, 2**40]) if kind == 0 else self.pick([1, 10, 1000]) if kind == 3 else -1
+        return Create(
+            path,  # type: ignore[arg-type]
+            self.bytes_(),
+            kind == 1,
+            seq,
+            self.pick(ACLS),  # type: ignore[arg-type]
+            container=kind == 2,
+            ttl=ttl,  # type: ignore[arg-type]
+            stat=self.weighted(1, 1) == 1,
+        )
+
     def sub_op(self, existing: list[str]) -> Create | Delete | SetData | Check:
         k = self.weighted(4, 2, 2, 1)
         if k == 0:
-            seq = self.weighted(3, 1) == 1
-            if self.weighted(3, 1) == 0:
-                parent = self.pick(["/", *existing])
-                name = self.pick(["s", ""] if seq else ["a", "b", "c"])
-                path = ("" if parent == "/" else parent) + "/" + name  # type: ignore[operator]
-            else:
-                path = self.pick(PREFIXES if seq else PATHS)  # type: ignore[assignment]
-            return Create(path, self.bytes_(), self.weighted(2, 1) == 1, seq)
+            return self.create(existing)
         path = self.path(existing)
         if k == 1:
             return Delete(path, self.version())
@@ -99,8 +127,9 @@ class Gen:
             return self.data.draw(st.binary(max_size=6))  # garbage becomes an error txn
         existing = all_paths(future)[1:]
         live = sorted(future.sessions())
-        k = self.weighted(10, 2, 2, 1, 1)
+        k = self.weighted(10, 2, 2, 1, 1, 2, 2)
         op: object
+        time_ms = self.int(0, 10**6)
         if k == 0:
             op = self.sub_op(existing)
         elif k == 1:
@@ -109,13 +138,20 @@ class Gen:
             op = CreateSession(self.pick([100, 250]))  # type: ignore[arg-type]
         elif k == 3:
             op = CloseSession()
-        else:
+        elif k == 4:
             op = Sync(self.path(existing))
+        elif k == 5:
+            op = SetACL(self.path(existing), self.pick(ACLS), self.pick([-1, -1, 0, 1]))  # type: ignore[arg-type]
+        else:
+            # what the leader's sweep would submit now, or a stale / ineligible path
+            due = future.expired(time_ms)
+            op = DeleteContainer(self.pick(due) if due and self.weighted(1, 1) else self.path(existing))  # type: ignore[arg-type]
         if k in (2, 3):
             session = self.pick(SESSIONS)  # may be live or not
         else:
             session = self.pick(live) if live and self.weighted(3, 1) == 0 else self.pick([0, 0, *SESSIONS])
-        return encode_request(Request(session, self.int(0, 10**6), op))  # type: ignore[arg-type]
+        auth = self.pick(AUTHS)
+        return encode_request(Request(session, time_ms, op, auth))  # type: ignore[arg-type]
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -163,6 +199,7 @@ def test_leader_follower_reference_and_snapshot_replay_agree(draw: st.DataObject
     final = follower.snapshot()
     assert leader.snapshot() == final == ref.snapshot()
     assert leader.digest() == follower.digest() == ref.digest()
+    assert leader.expired(10**6) == follower.expired(10**6)
     for snap in snapshots:
         t = DataTree()
         t.restore(snap)  # restore also re-checks the tree's structural invariants

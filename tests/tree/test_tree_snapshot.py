@@ -8,7 +8,7 @@ import msgpack
 import pytest
 from tree_harness import Leader, replica
 
-from zabray.errors import CorruptionError
+from zabray.errors import CorruptionError, FormatVersionError
 from zabray.tree import (
     DataTree,
     close_session,
@@ -17,7 +17,8 @@ from zabray.tree import (
     delete,
     set_data,
 )
-from zabray.tree.datatree import SNAPSHOT_MAGIC, SNAPSHOT_VERSION
+from zabray.tree.snapshot import SNAPSHOT_MAGIC, SNAPSHOT_VERSION
+from zabray.tree.znode import CONTAINER_OWNER
 
 
 def populated() -> Leader:
@@ -124,33 +125,48 @@ def wrap(content: object, *, magic: str = SNAPSHOT_MAGIC, version: int = SNAPSHO
     )
 
 
-ROOT_ROW = ["/", b"", 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0]  # one child
+OPEN = [[31, "world", "anyone"]]
 
 
-def node(path: str, owner: int = 0, children: int = 0, data: bytes = b"") -> list[object]:
-    return [path, data, 1, 1, 0, 0, 0, 0, 0, owner, len(data), children, 1]
+def node(path: str, owner: int = 0, data: bytes = b"", acl: object = OPEN) -> list[object]:
+    return [path, data, 1, 1, 0, 0, 0, 0, 0, owner, 1, acl]
+
+
+ROOT_ROW = node("/")
+ZK_ROWS = [node("/zookeeper"), node("/zookeeper/config"), node("/zookeeper/quota")]
+
+
+def rows(*extra: list[object]) -> list[list[object]]:
+    """The root, ``extra`` (paths sorting between "/" and "/zookeeper") and ZooKeeper's znodes."""
+    return [ROOT_ROW, *extra, *ZK_ROWS]
 
 
 @pytest.mark.parametrize(
     "content",
     [
-        [0, [ROOT_ROW, node("/a")], [], "extra"],
-        [-1, [ROOT_ROW, node("/a")], []],
+        [0, rows(node("/a")), [], "extra"],
+        [-1, rows(node("/a")), []],
         [0, [], []],  # no root
         [0, [node("/a")], []],  # no root, orphan
-        [0, [ROOT_ROW, node("/a/b")], []],  # orphan
-        [0, [ROOT_ROW], []],  # num_children mismatch
-        [0, [ROOT_ROW, node("/a"), node("/a")], []],  # repeated
-        [0, [ROOT_ROW, node("/b"), node("/a")], []],  # unsorted
-        [0, [ROOT_ROW, node("/a", owner=5)], []],  # owner not live
-        [0, [ROOT_ROW, node("/a", owner=5, children=1), node("/a/b")], [[5, 100]]],  # ephemeral parent
-        [0, [ROOT_ROW, node("a")], []],  # bad path
-        [0, [ROOT_ROW, ["/a", b"xy", 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 1]], []],  # data_length
-        [0, [ROOT_ROW, node("/a")], [[2, 100], [1, 100]]],  # sessions unsorted
-        [0, [ROOT_ROW, node("/a")], [[0, 100]]],  # session 0
-        [0, [ROOT_ROW, node("/a")], [[3, 0]]],  # timeout 0
-        [0, [ROOT_ROW, ["/a", "str", 1, 1, 0, 0, 0, 0, 0, 0, 3, 0, 1]], []],
-        [0, [ROOT_ROW, node("/a")[:-1]], []],
+        [0, rows(node("/a/b")), []],  # orphan
+        [0, [ROOT_ROW, node("/a")], []],  # no /zookeeper
+        [0, rows(node("/a"), node("/a")), []],  # repeated
+        [0, rows(node("/b"), node("/a")), []],  # unsorted
+        [0, rows(node("/a", owner=5)), []],  # owner not live
+        [0, rows(node("/a", owner=5), node("/a/b")), [[5, 100]]],  # ephemeral parent
+        [0, rows(node("/a", owner=0xFF << 56)), []],  # a TTL marker with ttl 0
+        [0, rows(node("/a", owner=0x80 << 56 | 1)), []],  # neither session nor marker
+        [0, rows(node("/a", acl=[[31, "world"]])), []],  # acl entry
+        [0, rows(node("/a", acl=[[2**31, "world", "anyone"]])), []],  # perms beyond int32
+        [0, rows(node("/a", acl="x")), []],
+        [0, [node("/", owner=5), *ZK_ROWS], [[5, 100]]],  # ephemeral root
+        [0, rows(node("a")), []],  # bad path
+        [0, rows(node("/a")), [[2, 100], [1, 100]]],  # sessions unsorted
+        [0, rows(node("/a")), [[0, 100]]],  # session 0
+        [0, rows(node("/a")), [[2**63, 100]]],  # session id beyond a Java long
+        [0, rows(node("/a")), [[3, 0]]],  # timeout 0
+        [0, rows(["/a", "str", 1, 1, 0, 0, 0, 0, 0, 0, 1, OPEN]), []],
+        [0, rows(node("/a")[:-1]), []],
     ],
 )
 def test_inconsistent_content_is_corruption(content: object) -> None:
@@ -162,14 +178,25 @@ def test_inconsistent_content_is_corruption(content: object) -> None:
 
 
 def test_wrapper_checks() -> None:
-    good = [0, [ROOT_ROW, node("/a")], []]
+    good = [0, rows(node("/a", owner=CONTAINER_OWNER), node("/t", owner=0xFF << 56 | 5)), []]
     t = DataTree()
     t.restore(wrap(good))
-    assert t.children("/") == ["a"]
+    assert t.children("/") == ["a", "t", "zookeeper"]
+    assert t.expired(100) == ["/t"]  # restore rebuilds the container and TTL indexes
     with pytest.raises(CorruptionError):
         t.restore(wrap(good, magic="other"))
     with pytest.raises(CorruptionError):
-        t.restore(wrap(good, version=2))
+        t.restore(wrap(good, version=3))
+
+
+def test_format_1_snapshot_is_refused_by_name() -> None:
+    """A snapshot of the older format (no ACLs) is not damage: it is refused, saying why."""
+    old = [0, [["/", b"", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]], []]
+    t = populated().tree
+    before = t.snapshot()
+    with pytest.raises(FormatVersionError, match="format 1"):
+        t.restore(wrap(old, version=1))
+    assert t.snapshot() == before
 
 
 def test_digest_tracks_content_only() -> None:

@@ -3,23 +3,34 @@
 ``DataTree`` is a ``StateMachine`` for the Zab core. Clients' writes are built with the
 request builders here (bytes, submitted through Zab); the leader's ``prepare`` turns them into
 concrete txns against its future state; every replica's ``apply`` returns a ``Result``.
-Reads (``get``, ``exists``, ``children``, ``stat``) go straight to a replica's tree.
+Reads (``get``, ``exists``, ``children``, ``children2``, ``get_acl``, ``all_children_number``,
+``get_ephemerals``, ``multi_read``) go straight to a replica's tree and check the reader's ACL
+when given its auth ids. The data model is ZooKeeper 3.8's: ACLs, containers, TTL znodes, the
+``/zookeeper`` subtree and Stats as ZooKeeper fills them.
 """
 
+from zabray.tree.acl import authenticate, digest_id
 from zabray.tree.datatree import DEFAULT_MAX_DATA_BYTES, DataTree, Result
 from zabray.tree.errors import (
+    ZK_CODES,
+    AuthFailedError,
     BadArgumentsError,
     BadVersionError,
     DataTooLargeError,
+    InvalidACLError,
+    NoAuthError,
     NoChildrenForEphemeralsError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    RuntimeInconsistencyError,
     SessionExistsError,
     SessionExpiredError,
     SessionMovedError,
+    UnimplementedError,
     ZooKeeperError,
     error_for_code,
+    zk_code,
 )
 from zabray.tree.ops import (
     Check,
@@ -27,28 +38,65 @@ from zabray.tree.ops import (
     Create,
     CreateSession,
     Delete,
+    DeleteContainer,
     Multi,
     OpCode,
     Request,
+    SetACL,
     SetData,
     Sync,
     TxnRecord,
     check,
     close_session,
     create,
+    create_op,
     create_session,
     decode_request,
     decode_txn,
     delete,
+    delete_container,
     encode_request,
     multi,
+    set_acl,
     set_data,
     sync,
 )
 from zabray.tree.paths import validate_path
-from zabray.tree.znode import Change, EventType, Stat
+from zabray.tree.znode import (
+    ACL,
+    CREATOR_ALL_ACL,
+    OPEN_ACL,
+    READ_ACL,
+    AuthId,
+    Change,
+    EventType,
+    Kind,
+    Stat,
+    signed64,
+)
 
 __all__ = [
+    "ACL",
+    "CREATOR_ALL_ACL",
+    "OPEN_ACL",
+    "READ_ACL",
+    "ZK_CODES",
+    "AuthFailedError",
+    "AuthId",
+    "DeleteContainer",
+    "InvalidACLError",
+    "Kind",
+    "NoAuthError",
+    "RuntimeInconsistencyError",
+    "SetACL",
+    "UnimplementedError",
+    "authenticate",
+    "create_op",
+    "delete_container",
+    "digest_id",
+    "set_acl",
+    "signed64",
+    "zk_code",
     "DEFAULT_MAX_DATA_BYTES",
     "BadArgumentsError",
     "BadVersionError",

@@ -18,32 +18,56 @@ import msgpack
 
 from zabray.errors import CorruptionError
 from zabray.protocol.messages import Txn
-from zabray.tree.errors import BadArgumentsError, NoNodeError, ZooKeeperError, error_for_code
+from zabray.tree import acl as acls
+from zabray.tree.errors import (
+    BadArgumentsError,
+    NoNodeError,
+    RuntimeInconsistencyError,
+    ZooKeeperError,
+    error_for_code,
+)
 from zabray.tree.ops import (
     CheckTxn,
     CloseSessionTxn,
     CreateSessionTxn,
     CreateTxn,
+    DeleteContainerTxn,
     DeleteTxn,
     ErrorTxn,
     MultiTxn,
     OpCode,
+    SetACLTxn,
     SetDataTxn,
     SyncTxn,
     TxnBody,
     decode_txn,
 )
-from zabray.tree.paths import ROOT, name_of, parent_of, validate_path
+from zabray.tree.paths import CONFIG, QUOTA, ROOT, SPECIAL_PATHS, ZOOKEEPER, name_of, parent_of, validate_path
 from zabray.tree.processor import RequestProcessor
-from zabray.tree.znode import ROOT_STAT, Change, EventType, NodeView, Stat
+from zabray.tree.snapshot import (
+    Node,
+    decode_snapshot,
+    encode_snapshot,
+    node_row,
+)
+from zabray.tree.znode import (
+    ACL,
+    OPEN_ACL,
+    PERM_ADMIN,
+    PERM_READ,
+    READ_ACL,
+    AuthId,
+    Change,
+    EventType,
+    Kind,
+    NodeView,
+    Stat,
+    client_stat,
+    kind_of,
+    ttl_of,
+)
 
 DEFAULT_MAX_DATA_BYTES = 1 << 20
-SNAPSHOT_MAGIC = "zabray.tree"
-SNAPSHOT_VERSION = 1
-
-_U64 = 1 << 64
-_I64 = 1 << 63
-_I32 = 1 << 31
 
 _OP_OF: dict[type, OpCode] = {
     CreateTxn: OpCode.CREATE,
@@ -54,6 +78,8 @@ _OP_OF: dict[type, OpCode] = {
     CreateSessionTxn: OpCode.CREATE_SESSION,
     CloseSessionTxn: OpCode.CLOSE_SESSION,
     SyncTxn: OpCode.SYNC,
+    SetACLTxn: OpCode.SET_ACL,
+    DeleteContainerTxn: OpCode.DELETE_CONTAINER,
 }
 
 
@@ -61,9 +87,10 @@ _OP_OF: dict[type, OpCode] = {
 class Result:
     """What applying one txn did.
 
-    ``value`` is what the client gets on success: create → the created path, set_data → the
-    new Stat, delete/check → None, multi → a tuple of those per op, create_session → the
-    timeout, close_session → the deleted ephemeral paths (sorted), sync → the path.
+    ``value`` is what the client gets on success: create → the created path (or (path, Stat)
+    when the request asked for the stat), set_data and set_acl → the new Stat,
+    delete/delete_container/check → None, multi → a tuple of those per op, create_session →
+    the timeout, close_session → the deleted ephemeral paths (sorted), sync → the path.
     ``changes`` lists, in order and without repeats, the (path, event) pairs watches fire on.
     ``error`` is set (and ``changes`` empty) for an error txn: the request failed on the leader.
     ``op`` is None only for a request that did not even decode.
@@ -88,16 +115,20 @@ class Result:
             raise error_for_code(e.code, e.message, path=e.path, index=e.index)
         return self.value
 
+    def op_errors(self, n_ops: int) -> tuple[str, ...]:
+        """The per-op codes of a multi of ``n_ops`` ops, as ZooKeeper reports a failed multi:
+        OK before the failing op (rolled back), its code, then RUNTIME_INCONSISTENCY; all OK on
+        success. A multi that failed as a whole (no index) reports its code for every op."""
+        e = self.error
+        if e is None:
+            return ("OK",) * n_ops
+        if e.index is None:
+            return (e.code,) * n_ops
+        return tuple(
+            "OK" if i < e.index else e.code if i == e.index else RuntimeInconsistencyError.code
+            for i in range(n_ops)
+        )
 
-class _Node:
-    """A committed znode. ``children`` holds child names (not paths)."""
-
-    __slots__ = ("data", "stat", "children")
-
-    def __init__(self, data: bytes, stat: Stat) -> None:
-        self.data = data
-        self.stat = stat
-        self.children: set[str] = set()
 
 
 def _corrupt(zxid: int, msg: str) -> CorruptionError:
@@ -111,9 +142,11 @@ class DataTree:
         if type(max_data_bytes) is not int or max_data_bytes < 0:
             raise BadArgumentsError(f"max_data_bytes must be a non-negative int, got {max_data_bytes!r}")
         self.max_data_bytes = max_data_bytes
-        self._nodes: dict[str, _Node] = {ROOT: _Node(b"", ROOT_STAT)}
+        self._nodes: dict[str, Node] = _initial_nodes()
         self._sessions: dict[int, int] = {}  # live session id -> timeout_ms
         self._ephemerals: dict[int, set[str]] = {}  # live session id -> paths it owns
+        self._containers: set[str] = set()
+        self._ttls: set[str] = set()
         self._last_zxid = 0
         self._processor = RequestProcessor(self)
 
@@ -124,27 +157,99 @@ class DataTree:
         """The zxid of the last txn applied (or of the snapshot restored)."""
         return self._last_zxid
 
-    def _node(self, path: str) -> _Node:
+    def _node(self, path: str, auth: tuple[AuthId, ...] | None = None, perm: int = PERM_READ) -> Node:
         node = self._nodes.get(validate_path(path))
         if node is None:
             raise NoNodeError(f"{path} does not exist", path=path)
+        if auth is not None:
+            acls.check(node.acl, perm, auth, path)
         return node
 
-    def get(self, path: str) -> tuple[bytes, Stat]:
-        """Data and Stat of ``path``; raises NoNodeError / BadArgumentsError."""
-        node = self._node(path)
-        return node.data, node.stat
+    # Reads take the reader's auth ids: None skips the ACL check (the service's own reads),
+    # a tuple checks READ as ZooKeeper's FinalRequestProcessor does (NoAuthError).
+
+    def get(self, path: str, auth: tuple[AuthId, ...] | None = None) -> tuple[bytes, Stat]:
+        """Data and Stat of ``path``; raises NoNodeError / BadArgumentsError / NoAuthError."""
+        node = self._node(path, auth)
+        return node.data, client_stat(node.stat)
 
     def stat(self, path: str) -> Stat:
-        return self._node(path).stat
+        return client_stat(self._node(path).stat)
 
     def exists(self, path: str) -> Stat | None:
+        """The Stat, or None; exists needs no permission in ZooKeeper."""
         node = self._nodes.get(validate_path(path))
-        return None if node is None else node.stat
+        return None if node is None else client_stat(node.stat)
 
-    def children(self, path: str) -> list[str]:
+    def children(self, path: str, auth: tuple[AuthId, ...] | None = None) -> list[str]:
         """Child names of ``path``, sorted."""
-        return sorted(self._node(path).children)
+        return sorted(self._node(path, auth).children)
+
+    def children2(self, path: str, auth: tuple[AuthId, ...] | None = None) -> tuple[list[str], Stat]:
+        """getChildren2: the sorted child names and the Stat of ``path``."""
+        node = self._node(path, auth)
+        return sorted(node.children), client_stat(node.stat)
+
+    def get_acl(self, path: str, auth: tuple[AuthId, ...] | None = None) -> tuple[tuple[ACL, ...], Stat]:
+        """getACL: the ACL and Stat. A reader needs READ or ADMIN; without ADMIN it sees digest
+        ids as ``user:x`` (ZooKeeper 3.8)."""
+        node = self._node(path, auth, PERM_READ | PERM_ADMIN)
+        shown = node.acl
+        if auth is not None and not acls.allowed(node.acl, PERM_ADMIN, auth):
+            shown = acls.redacted(shown)
+        return shown, client_stat(node.stat)
+
+    def all_children_number(self, path: str, auth: tuple[AuthId, ...] | None = None) -> int:
+        """getAllChildrenNumber: how many znodes are below ``path`` (READ on ``path``)."""
+        self._node(path, auth)
+        if path == ROOT:
+            return len(self._nodes) - 1
+        prefix = path + "/"
+        return sum(1 for p in self._nodes if p.startswith(prefix))
+
+    def get_ephemerals(self, session_id: int, prefix: str = "/") -> list[str]:
+        """getEphemerals: the session's ephemeral paths starting with ``prefix`` (a string
+        prefix, as ZooKeeper matches it; blank or "/" means all), sorted."""
+        owned = self._ephemerals.get(session_id, set())
+        if prefix.strip() in ("", "/"):
+            return sorted(owned)
+        return sorted(p for p in owned if p.startswith(prefix))
+
+    def multi_read(
+        self, ops: list[tuple[str, str]], auth: tuple[AuthId, ...] | None = None
+    ) -> list[tuple[bytes, Stat] | list[str] | ZooKeeperError]:
+        """multiRead: ``ops`` are ("get", path) or ("children", path); each yields its result
+        or its own error (ZooKeeper answers every op; one failing does not fail the others)."""
+        out: list[tuple[bytes, Stat] | list[str] | ZooKeeperError] = []
+        for kind, path in ops:
+            try:
+                if kind == "get":
+                    out.append(self.get(path, auth))
+                elif kind == "children":
+                    out.append(self.children(path, auth))
+                else:
+                    raise BadArgumentsError(f"multi_read op must be 'get' or 'children', got {kind!r}")
+            except ZooKeeperError as e:
+                out.append(e)
+        return out
+
+    def expired(self, now_ms: int, *, max_never_used_ms: int = 0) -> list[str]:
+        """Paths the leader should delete with ``delete_container`` at ``now_ms`` (ZooKeeper's
+        ContainerManager): empty containers that had a child (or, if ``max_never_used_ms`` > 0,
+        never had one for longer than that since their last change), and empty TTL znodes
+        unchanged for longer than their TTL. Sorted; time comes from the caller."""
+        out = []
+        for p in self._containers:
+            node = self._nodes[p]
+            if node.children:
+                continue
+            if node.stat.cversion > 0 or (0 < max_never_used_ms < now_ms - node.stat.mtime):
+                out.append(p)
+        for p in self._ttls:
+            node = self._nodes[p]
+            if not node.children and now_ms - node.stat.mtime > ttl_of(node.stat.ephemeral_owner):
+                out.append(p)
+        return sorted(out)
 
     def sessions(self) -> dict[int, int]:
         """Live sessions and their timeouts (ms): what a new leader's session tracker starts from."""
@@ -170,7 +275,9 @@ class DataTree:
         if node is None:
             return None
         st = node.stat
-        return NodeView(st.version, st.cversion, st.ephemeral_owner, st.num_children)
+        return NodeView(
+            st.version, st.cversion, st.ephemeral_owner, st.num_children, st.aversion, node.acl, st.mtime
+        )
 
     def session_timeout(self, session_id: int) -> int | None:
         return self._sessions.get(session_id)
@@ -210,11 +317,18 @@ class DataTree:
     def _apply_body(self, b: TxnBody, z: int, t: int, sid: int, changes: list[Change]) -> Any:
         if isinstance(b, CreateTxn):
             return self._apply_create(b, z, t, changes)
-        if isinstance(b, DeleteTxn):
+        if isinstance(b, DeleteTxn | DeleteContainerTxn):
             self._apply_delete(b.path, z, changes)
             return None
         if isinstance(b, SetDataTxn):
             return self._apply_set_data(b, z, t, changes)
+        if isinstance(b, SetACLTxn):
+            node = self._nodes.get(b.path)
+            if node is None or b.aversion != node.stat.aversion + 1:
+                raise _corrupt(z, f"set_acl of {b.path}: missing or aversion does not follow")
+            node.acl = b.acl
+            node.stat = replace(node.stat, aversion=b.aversion)
+            return client_stat(node.stat)
         if isinstance(b, CheckTxn):
             node = self._nodes.get(b.path)
             if node is None or b.version not in (-1, node.stat.version):
@@ -241,34 +355,40 @@ class DataTree:
             return b.path
         raise _corrupt(z, f"unexpected body {type(b).__name__}")
 
-    def _apply_create(self, b: CreateTxn, z: int, t: int, changes: list[Change]) -> str:
+    def _apply_create(self, b: CreateTxn, z: int, t: int, changes: list[Change]) -> str | tuple[str, Stat]:
         path = b.path
         ppath = parent_of(path)
         parent = self._nodes.get(ppath)
         if parent is None or path in self._nodes:
             raise _corrupt(z, f"create of {path}: parent missing or node exists")
         pst = parent.stat
-        if pst.ephemeral_owner or b.parent_cversion != pst.cversion + 1:
+        if kind_of(pst.ephemeral_owner) is Kind.EPHEMERAL or b.parent_cversion != pst.cversion + 1:
             raise _corrupt(z, f"create of {path}: parent is ephemeral or cversion does not follow")
         owner = b.ephemeral_owner
-        if owner:
+        kind = kind_of(owner)
+        if kind is Kind.EPHEMERAL:
             owned = self._ephemerals.get(owner)
             if owned is None:
                 raise _corrupt(z, f"ephemeral {path} for session 0x{owner:x}, which is not live")
             owned.add(path)
-        self._nodes[path] = _Node(b.data, Stat(z, z, t, t, 0, 0, 0, owner, len(b.data), 0, z))
+        elif kind is Kind.CONTAINER:
+            self._containers.add(path)
+        elif kind is Kind.TTL:
+            self._ttls.add(path)
+        node = Node(b.data, Stat(z, z, t, t, 0, 0, 0, owner, len(b.data), 0, z), b.acl)
+        self._nodes[path] = node
         parent.children.add(name_of(path))
         parent.stat = replace(pst, cversion=b.parent_cversion, pzxid=z, num_children=pst.num_children + 1)
         changes.append(Change(path, EventType.CREATED))
         changes.append(Change(ppath, EventType.CHILD))
-        return path
+        return (path, client_stat(node.stat)) if b.stat else path
 
     def _apply_delete(self, path: str, z: int, changes: list[Change]) -> None:
         node = self._nodes.get(path)
         ppath = parent_of(path)
         parent = self._nodes.get(ppath)
-        if node is None or parent is None or node.children:
-            raise _corrupt(z, f"delete of {path}: missing or has children")
+        if node is None or parent is None or node.children or path in SPECIAL_PATHS:
+            raise _corrupt(z, f"delete of {path}: missing, special or has children")
         del self._nodes[path]
         parent.children.discard(name_of(path))
         pst = parent.stat
@@ -278,6 +398,8 @@ class DataTree:
             owned = self._ephemerals.get(owner)
             if owned is not None:
                 owned.discard(path)
+            self._containers.discard(path)
+            self._ttls.discard(path)
         changes.append(Change(path, EventType.DELETED))
         changes.append(Change(ppath, EventType.CHILD))
 
@@ -288,42 +410,39 @@ class DataTree:
         node.data = b.data
         node.stat = replace(node.stat, mzxid=z, mtime=t, version=b.version, data_length=len(b.data))
         changes.append(Change(b.path, EventType.CHANGED))
-        return node.stat
+        return client_stat(node.stat)
 
     # -- snapshots ------------------------------------------------------------------------------
 
     def _content(self) -> tuple[list[list[Any]], list[list[int]]]:
-        nodes = [[p, self._nodes[p].data, *self._nodes[p].stat.as_tuple()] for p in sorted(self._nodes)]
+        nodes = [node_row(p, self._nodes[p]) for p in sorted(self._nodes)]
         sessions = [[s, self._sessions[s]] for s in sorted(self._sessions)]
         return nodes, sessions
 
     def snapshot(self) -> bytes:
-        """Deterministic encoding of the committed tree, sessions and last zxid, checksummed.
-
-        ``[MAGIC, VERSION, blake2b-128(body), body]`` with body = msgpack of
-        ``[last_zxid, [[path, data, *stat] sorted by path], [[session_id, timeout_ms] sorted]]``.
-        Pending prepared state is not part of it.
-        """
+        """Deterministic, checksummed encoding of the committed tree (ACLs and the stored
+        owners included), sessions and last zxid; see ``zabray.tree.snapshot``. Pending
+        prepared state is not part of it."""
         nodes, sessions = self._content()
-        body = msgpack.packb([self._last_zxid, nodes, sessions], use_bin_type=True)
-        check = hashlib.blake2b(body, digest_size=16).digest()
-        return msgpack.packb([SNAPSHOT_MAGIC, SNAPSHOT_VERSION, check, body], use_bin_type=True)
+        return encode_snapshot(self._last_zxid, nodes, sessions)
 
     def restore(self, data: bytes) -> None:
         """Replace the whole state with a snapshot's (and drop pending prepared state).
 
         Raises ``CorruptionError`` (leaving the tree untouched) if the snapshot fails its
-        checksum or does not describe a consistent tree.
+        checksum or does not describe a consistent tree; ``FormatVersionError`` for a snapshot
+        of the older format 1.
         """
-        last, nodes, sessions, ephemerals = _decode_snapshot(data)
+        last, nodes, sessions, ephemerals = decode_snapshot(data)
         self._nodes, self._sessions, self._ephemerals = nodes, sessions, ephemerals
+        self._containers = {p for p, n in nodes.items() if kind_of(n.stat.ephemeral_owner) is Kind.CONTAINER}
+        self._ttls = {p for p, n in nodes.items() if kind_of(n.stat.ephemeral_owner) is Kind.TTL}
         self._last_zxid = last
         self._processor.abandon()
 
     def digest(self) -> str:
-        """Stable hex digest of the content (znodes with data and stat, sessions with timeouts).
-
-        The last zxid is not part of it: compare it separately.
+        """Stable hex digest of the content (znodes with data, stat and ACL, sessions with
+        timeouts). The last zxid is not part of it: compare it separately.
         """
         h = hashlib.blake2b(digest_size=32)
         nodes, sessions = self._content()
@@ -335,93 +454,17 @@ class DataTree:
         return h.hexdigest()
 
 
-def _decode_snapshot(data: bytes) -> tuple[int, dict[str, _Node], dict[int, int], dict[int, set[str]]]:
-    def bad(msg: str) -> CorruptionError:
-        return CorruptionError(f"bad tree snapshot: {msg}")
-
-    def int_(v: Any, lo: int, hi: int, what: str) -> int:
-        if type(v) is not int or not lo <= v < hi:
-            raise bad(f"{what} out of range: {v!r:.40}")
-        return v
-
-    if type(data) is not bytes:
-        raise bad(f"expected bytes, got {type(data).__name__}")
-    try:
-        outer = msgpack.unpackb(data, raw=False)
-        if type(outer) is not list or len(outer) != 4:
-            raise bad("not a [magic, version, checksum, body] list")
-        magic, version, check, body = outer
-        if magic != SNAPSHOT_MAGIC:
-            raise bad(f"wrong magic {magic!r:.40}")
-        if version != SNAPSHOT_VERSION or type(version) is not int:
-            raise bad(f"unsupported version {version!r:.20}")
-        if type(body) is not bytes or type(check) is not bytes:
-            raise bad("checksum and body must be bytes")
-        if hashlib.blake2b(body, digest_size=16).digest() != check:
-            raise bad("checksum mismatch")
-        content = msgpack.unpackb(body, raw=False)
-    except CorruptionError:
-        raise
-    except Exception as e:  # msgpack raises several unrelated types on garbage
-        raise bad(f"undecodable ({type(e).__name__}: {e})") from None
-    if type(content) is not list or len(content) != 3:
-        raise bad("body is not [last_zxid, nodes, sessions]")
-    last_raw, node_rows, session_rows = content
-    last = int_(last_raw, 0, _U64, "last zxid")
-    if type(node_rows) is not list or type(session_rows) is not list:
-        raise bad("nodes and sessions must be lists")
-
-    sessions: dict[int, int] = {}
-    prev = 0
-    for row in session_rows:
-        if type(row) is not list or len(row) != 2:
-            raise bad("session row is not [id, timeout]")
-        sid = int_(row[0], 1, _U64, "session id")
-        if sid <= prev:
-            raise bad("sessions not sorted or repeated")
-        prev = sid
-        sessions[sid] = int_(row[1], 1, _I32, "session timeout")
-    ephemerals: dict[int, set[str]] = {sid: set() for sid in sessions}
-
-    nodes: dict[str, _Node] = {}
-    prev_path = ""
-    for row in node_rows:
-        if type(row) is not list or len(row) != 13:
-            raise bad("node row is not [path, data, *stat]")
-        path, ndata = row[0], row[1]
-        if type(path) is not str or type(ndata) is not bytes:
-            raise bad("node path/data of the wrong type")
-        try:
-            validate_path(path)
-        except BadArgumentsError as e:
-            raise bad(str(e)) from None
-        if path <= prev_path:
-            raise bad("nodes not sorted by path or repeated")
-        prev_path = path
-        stat = Stat(*(int_(v, -_I64, _I64, "stat field") for v in row[2:]))
-        if stat.data_length != len(ndata):
-            raise bad(f"{path}: data_length {stat.data_length} != {len(ndata)}")
-        node = _Node(ndata, stat)
-        if path == ROOT:
-            if stat.ephemeral_owner:
-                raise bad("the root cannot be ephemeral")
-        else:
-            parent = nodes.get(parent_of(path))  # sorting puts every parent before its children
-            if parent is None:
-                raise bad(f"{path}: parent missing")
-            if parent.stat.ephemeral_owner:
-                raise bad(f"{path}: parent is ephemeral")
-            parent.children.add(name_of(path))
-        owner = stat.ephemeral_owner
-        if owner:
-            owned = ephemerals.get(owner)
-            if owned is None:
-                raise bad(f"{path}: owner session 0x{owner:x} is not live")
-            owned.add(path)
-        nodes[path] = node
-    if ROOT not in nodes:
-        raise bad("no root")
-    for path, node in nodes.items():
-        if node.stat.num_children != len(node.children):
-            raise bad(f"{path}: num_children {node.stat.num_children} != {len(node.children)}")
-    return last, nodes, sessions, ephemerals
+def _initial_nodes() -> dict[str, Node]:
+    """``/`` and ZooKeeper's own ``/zookeeper``, ``/zookeeper/quota`` and ``/zookeeper/config``
+    (read-only, aversion -1), with the stats a fresh ZooKeeper 3.8 shows."""
+    zero = Stat(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    root = Node(b"", replace(zero, num_children=1), OPEN_ACL)
+    root.children.add("zookeeper")
+    zk = Node(b"", replace(zero, num_children=2), OPEN_ACL)
+    zk.children.update(("quota", "config"))
+    return {
+        ROOT: root,
+        ZOOKEEPER: zk,
+        QUOTA: Node(b"", zero, OPEN_ACL),
+        CONFIG: Node(b"", replace(zero, aversion=-1), READ_ACL),
+    }

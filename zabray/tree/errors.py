@@ -9,6 +9,7 @@ travels in txns, so codes are never renamed or reused.
 from __future__ import annotations
 
 from zabray.errors import ZabError
+from zabray.wire.zkproto import Err
 
 
 class ZooKeeperError(ZabError):
@@ -42,6 +43,11 @@ class ZooKeeperError(ZabError):
 
     def __hash__(self) -> int:
         return hash((self.code, self.message, self.path, self.index))
+
+    @property
+    def zk_err(self) -> int:
+        """ZooKeeper's numeric code for this failure (``KeeperException.Code``)."""
+        return zk_code(self.code)
 
 
 class NoNodeError(ZooKeeperError):
@@ -98,6 +104,37 @@ class SessionExistsError(ZooKeeperError):
     code = "SESSION_EXISTS"
 
 
+class NoAuthError(ZooKeeperError):
+    """The requester's auth ids grant none of the permissions the operation needs on the znode's ACL."""
+
+    code = "NO_AUTH"
+
+
+class InvalidACLError(ZooKeeperError):
+    """An ACL that is empty, names an unknown scheme or a malformed id, or uses ``auth`` without
+    any authenticated (digest) identity."""
+
+    code = "INVALID_ACL"
+
+
+class AuthFailedError(ZooKeeperError):
+    """Authentication with an unknown scheme or bad credentials (the service closes the connection)."""
+
+    code = "AUTH_FAILED"
+
+
+class RuntimeInconsistencyError(ZooKeeperError):
+    """An op of a failed multi after the failing one (ZooKeeper's per-op RUNTIME_INCONSISTENCY)."""
+
+    code = "RUNTIME_INCONSISTENCY"
+
+
+class UnimplementedError(ZooKeeperError):
+    """An operation or mode the tree does not implement."""
+
+    code = "UNIMPLEMENTED"
+
+
 class SessionMovedError(ZooKeeperError):
     """The session is owned by another replica (raised by the session layer, not the tree)."""
 
@@ -118,8 +155,28 @@ ERRORS: dict[str, type[ZooKeeperError]] = {
         SessionExpiredError,
         SessionExistsError,
         SessionMovedError,
+        NoAuthError,
+        InvalidACLError,
+        AuthFailedError,
+        RuntimeInconsistencyError,
+        UnimplementedError,
     )
 }
+
+#: ZooKeeper's numeric error code (``KeeperException.Code``) for each code string.
+#: Every ``Err`` name maps to itself; DATA_TOO_LARGE (ZooKeeper refuses such data as a bad
+#: request) and the tree-internal codes map to the nearest ZooKeeper code.
+ZK_CODES: dict[str, Err] = {
+    **Err.__members__,
+    "ZOOKEEPER_ERROR": Err.SYSTEM_ERROR,
+    "DATA_TOO_LARGE": Err.BAD_ARGUMENTS,
+    "SESSION_EXISTS": Err.SYSTEM_ERROR,
+}
+
+
+def zk_code(code: str) -> int:
+    """ZooKeeper's numeric error code for a tree error code (SYSTEM_ERROR for one it lacks)."""
+    return int(ZK_CODES.get(code, Err.SYSTEM_ERROR))
 
 
 def error_for_code(

@@ -2,214 +2,79 @@
 
 Both are versioned msgpack arrays whose op bodies start with an ``OpCode``:
 
-    request = [REQUEST_VERSION, session_id, time_ms, op]
-      op    = [CREATE, path, data, ephemeral, sequential] | [DELETE, path, version]
-            | [SET_DATA, path, data, version] | [CHECK, path, version] | [MULTI, [op, ...]]
-            | [CREATE_SESSION, timeout_ms] | [CLOSE_SESSION] | [SYNC, path]
+    request = [REQUEST_VERSION, session_id, time_ms, op, [[scheme, id], ...]]
+      op    = [CREATE, path, data, ephemeral, sequential, acl, container, ttl, stat]
+            | [DELETE, path, version] | [SET_DATA, path, data, version] | [CHECK, path, version]
+            | [SET_ACL, path, acl, version] | [MULTI, [op, ...]] | [CREATE_SESSION, timeout_ms]
+            | [CLOSE_SESSION] | [SYNC, path] | [DELETE_CONTAINER, path]
+      acl   = [[perms, scheme, id], ...]
     txn     = [TXN_VERSION, time_ms, session_id, body]
-      body  = [CREATE, path, data, ephemeral_owner, parent_cversion] | [DELETE, path]
-            | [SET_DATA, path, data, new_version] | [CHECK, path, version] | [MULTI, [body, ...]]
+      body  = [CREATE, path, data, owner, parent_cversion, acl, stat] | [DELETE, path]
+            | [SET_DATA, path, data, new_version] | [CHECK, path, version]
+            | [SET_ACL, path, acl, new_aversion] | [MULTI, [body, ...]]
             | [CREATE_SESSION, timeout_ms] | [CLOSE_SESSION, [path, ...]] | [SYNC, path]
-            | [ERROR, op, code, message, path | nil, index | nil]
+            | [DELETE_CONTAINER, path] | [ERROR, op, code, message, path | nil, index | nil]
 
 A request names the session it acts for (0: none, e.g. an administrative write); for
-CREATE_SESSION/CLOSE_SESSION that is the session created/closed. A txn is concrete: sequential
-names resolved, new version numbers and the ephemerals a close deletes spelled out, so applying
-it needs no decision. Decoding checks every field's type and range: a bad request raises
+CREATE_SESSION/CLOSE_SESSION that is the session created/closed. It also carries the
+requester's authenticated ids, against which the leader checks the ACLs. A txn's ``owner`` is
+the stored owner: a session id, or the container / TTL marker (see ``znode``). A txn is
+concrete: sequential names resolved, new version numbers and the ephemerals a close deletes
+spelled out, so applying it needs no decision. The records themselves live in
+``zabray.tree.records`` and are re-exported here. Decoding checks every field's type and range: a bad request raises
 ``BadArgumentsError`` (the client's fault, it becomes an error txn); a bad txn raises
 ``CorruptionError`` (a log or a leader produced bytes no tree could have).
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import msgpack
 
-from zabray.errors import CorruptionError, ZabError
+from zabray.errors import CorruptionError, FormatVersionError, ZabError
 from zabray.tree.errors import ERRORS, BadArgumentsError
 from zabray.tree.paths import validate_path
+from zabray.tree.records import (
+    Check,
+    CheckTxn,
+    CloseSession,
+    CloseSessionTxn,
+    Create,
+    CreateSession,
+    CreateSessionTxn,
+    CreateTxn,
+    Delete,
+    DeleteContainer,
+    DeleteContainerTxn,
+    DeleteTxn,
+    ErrorTxn,
+    Multi,
+    MultiTxn,
+    Op,
+    OpCode,
+    Request,
+    SetACL,
+    SetACLTxn,
+    SetData,
+    SetDataTxn,
+    SubOp,
+    Sync,
+    SyncTxn,
+    TxnBody,
+    TxnRecord,
+    create_op,
+)
+from zabray.tree.znode import ACL, OPEN_ACL, AuthId, valid_owner
 
-REQUEST_VERSION = 1
-TXN_VERSION = 1
+# Version 2 added ACLs, auth ids, containers and TTL znodes; version-1 txns are refused by name.
+REQUEST_VERSION = 2
+TXN_VERSION = 2
 
 _I64 = 1 << 63
 _U64 = 1 << 64
 _I32 = 1 << 31
-
-
-class OpCode(enum.IntEnum):
-    ERROR = 0
-    CREATE = 1
-    DELETE = 2
-    SET_DATA = 3
-    CHECK = 4
-    MULTI = 5
-    CREATE_SESSION = 6
-    CLOSE_SESSION = 7
-    SYNC = 8
-
-
-# -- requests --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Create:
-    """Create ``path`` (for sequential: the prefix; the 10-digit counter is appended).
-    An ephemeral znode is owned by the request's session."""
-
-    path: str
-    data: bytes = b""
-    ephemeral: bool = False
-    sequential: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Delete:
-    path: str
-    version: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class SetData:
-    path: str
-    data: bytes
-    version: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class Check:
-    """Fail unless ``path`` exists with ``version`` (-1: only that it exists). Mostly for multi."""
-
-    path: str
-    version: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class Multi:
-    """Create/Delete/SetData/Check ops applied atomically, in order: all succeed or none."""
-
-    ops: tuple[Create | Delete | SetData | Check, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class CreateSession:
-    timeout_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class CloseSession:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class Sync:
-    """A no-op write: once a replica applies it, it has seen every write committed before it."""
-
-    path: str = "/"
-
-
-SubOp = Create | Delete | SetData | Check
-Op = Create | Delete | SetData | Check | Multi | CreateSession | CloseSession | Sync
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    """``op`` on behalf of ``session_id`` (0: no session), stamped ``time_ms`` by its submitter."""
-
-    session_id: int
-    time_ms: int
-    op: Op
-
-
-# -- txns --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class CreateTxn:
-    """Create ``path`` (already resolved); the parent's cversion becomes ``parent_cversion``."""
-
-    path: str
-    data: bytes
-    ephemeral_owner: int
-    parent_cversion: int
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteTxn:
-    path: str
-
-
-@dataclass(frozen=True, slots=True)
-class SetDataTxn:
-    """Set the data; the znode's version becomes ``version``."""
-
-    path: str
-    data: bytes
-    version: int
-
-
-@dataclass(frozen=True, slots=True)
-class CheckTxn:
-    path: str
-    version: int
-
-
-@dataclass(frozen=True, slots=True)
-class MultiTxn:
-    txns: tuple[CreateTxn | DeleteTxn | SetDataTxn | CheckTxn, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class CreateSessionTxn:
-    timeout_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class CloseSessionTxn:
-    """Close the session, deleting ``paths``: exactly its ephemerals, sorted."""
-
-    paths: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class SyncTxn:
-    path: str
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorTxn:
-    """The request failed with ``code``; ``op`` is its OpCode (0 if it did not decode) and
-    ``index`` the failing op of a multi."""
-
-    op: int
-    code: str
-    message: str
-    path: str | None = None
-    index: int | None = None
-
-
-TxnBody = (
-    CreateTxn
-    | DeleteTxn
-    | SetDataTxn
-    | CheckTxn
-    | MultiTxn
-    | CreateSessionTxn
-    | CloseSessionTxn
-    | SyncTxn
-    | ErrorTxn
-)
-
-
-@dataclass(frozen=True, slots=True)
-class TxnRecord:
-    time_ms: int
-    session_id: int
-    body: TxnBody
 
 
 # -- field checks ------------------------------------------------------------------------------------
@@ -252,6 +117,20 @@ class _Fields:
             self.fail(f"{name} must be a list" + (f" of {n} items" if n is not None else ""))
         return v
 
+    def acl(self, v: Any) -> tuple[ACL, ...]:
+        out = []
+        for e in self.list_(v, "acl"):
+            e = self.list_(e, "acl entry", 3)
+            out.append((self.int_(e[0], "perms", -_I32, _I32), self.str_(e[1], "scheme"), self.str_(e[2], "id")))
+        return tuple(out)
+
+    def auth(self, v: Any) -> tuple[AuthId, ...]:
+        out = []
+        for e in self.list_(v, "auth ids"):
+            e = self.list_(e, "auth id", 2)
+            out.append((self.str_(e[0], "scheme"), self.str_(e[1], "id")))
+        return tuple(out)
+
     def code(self, v: Any) -> OpCode:
         if type(v) is not int or v not in OpCode._value2member_map_:
             self.fail(f"unknown op code {v!r:.40}")
@@ -289,12 +168,18 @@ def _unpack(data: bytes, f: _Fields) -> Any:
 def _op_fields(op: Op, f: _Fields, *, nested: bool) -> list[Any]:
     """The wire body of ``op``, checking its fields (shared by encode and decode)."""
     if type(op) is Create:
+        if type(op.acl) is not tuple:
+            f.fail("acl must be a tuple")
         return [
             OpCode.CREATE,
             f.str_(op.path, "path"),
             f.bytes_(op.data, "data"),
             f.bool_(op.ephemeral, "ephemeral"),
             f.bool_(op.sequential, "sequential"),
+            _acl_fields(op.acl, f),
+            f.bool_(op.container, "container"),
+            f.int_(op.ttl, "ttl", -_I64, _I64),
+            f.bool_(op.stat, "stat"),
         ]
     if type(op) is Delete:
         return [OpCode.DELETE, f.str_(op.path, "path"), f.version(op.version)]
@@ -304,6 +189,12 @@ def _op_fields(op: Op, f: _Fields, *, nested: bool) -> list[Any]:
         return [OpCode.CHECK, f.str_(op.path, "path"), f.version(op.version)]
     if nested:
         f.fail(f"{type(op).__name__} cannot be part of a multi")
+    if type(op) is SetACL:
+        if type(op.acl) is not tuple:
+            f.fail("acl must be a tuple")
+        return [OpCode.SET_ACL, f.str_(op.path, "path"), _acl_fields(op.acl, f), f.version(op.version)]
+    if type(op) is DeleteContainer:
+        return [OpCode.DELETE_CONTAINER, f.str_(op.path, "path")]
     if type(op) is Multi:
         if type(op.ops) is not tuple:
             f.fail("multi ops must be a tuple")
@@ -317,22 +208,42 @@ def _op_fields(op: Op, f: _Fields, *, nested: bool) -> list[Any]:
     f.fail(f"not an op: {op!r:.60}")
 
 
+def _acl_fields(acl: tuple[ACL, ...], f: _Fields) -> list[list[Any]]:
+    out = []
+    for e in acl:
+        if type(e) is not tuple or len(e) != 3:
+            f.fail(f"an acl entry must be a (perms, scheme, id) tuple, got {e!r:.60}")
+        out.append([f.int_(e[0], "perms", -_I32, _I32), f.str_(e[1], "scheme"), f.str_(e[2], "id")])
+    return out
+
+
 def encode_request(req: Request) -> bytes:
     """Encode ``req``; raises ``BadArgumentsError`` on a field of the wrong type or range."""
     f = _REQ
     if type(req) is not Request:
         f.fail(f"not a Request: {req!r:.60}")
+    if type(req.auth) is not tuple:
+        f.fail("auth must be a tuple of (scheme, id)")
+    auth = []
+    for a in req.auth:
+        if type(a) is not tuple or len(a) != 2:
+            f.fail(f"an auth id must be a (scheme, id) tuple, got {a!r:.60}")
+        auth.append([f.str_(a[0], "scheme"), f.str_(a[1], "id")])
     body = [
         REQUEST_VERSION,
         f.session(req.session_id),
         f.time(req.time_ms),
         _op_fields(req.op, f, nested=False),
+        auth,
     ]
-    return msgpack.packb(body, use_bin_type=True)
+    out: bytes = msgpack.packb(body, use_bin_type=True)
+    return out
 
 
 _REQ_ARITY = {
-    OpCode.CREATE: 5,
+    OpCode.CREATE: 9,
+    OpCode.SET_ACL: 4,
+    OpCode.DELETE_CONTAINER: 2,
     OpCode.DELETE: 3,
     OpCode.SET_DATA: 4,
     OpCode.CHECK: 3,
@@ -356,6 +267,10 @@ def _decode_op(v: Any, f: _Fields, *, nested: bool) -> Op:
             f.bytes_(v[2], "data"),
             f.bool_(v[3], "ephemeral"),
             f.bool_(v[4], "sequential"),
+            f.acl(v[5]),
+            f.bool_(v[6], "container"),
+            f.int_(v[7], "ttl", -_I64, _I64),
+            f.bool_(v[8], "stat"),
         )
     if code is OpCode.DELETE:
         return Delete(f.str_(v[1], "path"), f.version(v[2]))
@@ -365,6 +280,10 @@ def _decode_op(v: Any, f: _Fields, *, nested: bool) -> Op:
         return Check(f.str_(v[1], "path"), f.version(v[2]))
     if nested:
         f.fail(f"{code.name} cannot be part of a multi")
+    if code is OpCode.SET_ACL:
+        return SetACL(f.str_(v[1], "path"), f.acl(v[2]), f.version(v[3]))
+    if code is OpCode.DELETE_CONTAINER:
+        return DeleteContainer(f.str_(v[1], "path"))
     if code is OpCode.MULTI:
         subs = tuple(_decode_op(o, f, nested=True) for o in f.list_(v[1], "multi ops"))
         return Multi(subs)  # type: ignore[arg-type]
@@ -379,10 +298,11 @@ def decode_request(data: bytes) -> Request:
     """Decode and type-check a request; raises ``BadArgumentsError``. Paths are checked later,
     by the processor, so a bad path inside a multi is reported with its index."""
     f = _REQ
-    v = f.list_(_unpack(data, f), "request", 4)
-    if v[0] != REQUEST_VERSION or type(v[0]) is not int:
-        f.fail(f"unsupported request version {v[0]!r:.20}")
-    return Request(f.session(v[1]), f.time(v[2]), _decode_op(v[3], f, nested=False))
+    v = f.list_(_unpack(data, f), "request")
+    if not v or v[0] != REQUEST_VERSION or type(v[0]) is not int:
+        f.fail(f"unsupported request version {(v[0] if v else None)!r:.20}")
+    f.list_(v, "request", 5)
+    return Request(f.session(v[1]), f.time(v[2]), _decode_op(v[3], f, nested=False), f.auth(v[4]))
 
 
 # -- txn encoding ------------------------------------------------------------------------------------
@@ -391,7 +311,8 @@ def decode_request(data: bytes) -> Request:
 def _body_fields(b: TxnBody, *, nested: bool = False) -> list[Any]:
     t = type(b)
     if t is CreateTxn:
-        return [OpCode.CREATE, b.path, b.data, b.ephemeral_owner, b.parent_cversion]  # type: ignore[union-attr]
+        c: CreateTxn = b  # type: ignore[assignment]
+        return [OpCode.CREATE, c.path, c.data, c.ephemeral_owner, c.parent_cversion, [list(e) for e in c.acl], c.stat]
     if t is DeleteTxn:
         return [OpCode.DELETE, b.path]  # type: ignore[union-attr]
     if t is SetDataTxn:
@@ -400,6 +321,11 @@ def _body_fields(b: TxnBody, *, nested: bool = False) -> list[Any]:
         return [OpCode.CHECK, b.path, b.version]  # type: ignore[union-attr]
     if nested:
         raise TypeError(f"{t.__name__} cannot be part of a multi txn")
+    if t is SetACLTxn:
+        a: SetACLTxn = b  # type: ignore[assignment]
+        return [OpCode.SET_ACL, a.path, [list(e) for e in a.acl], a.aversion]
+    if t is DeleteContainerTxn:
+        return [OpCode.DELETE_CONTAINER, b.path]  # type: ignore[union-attr]
     if t is MultiTxn:
         return [OpCode.MULTI, [_body_fields(s, nested=True) for s in b.txns]]  # type: ignore[union-attr]
     if t is CreateSessionTxn:
@@ -415,9 +341,10 @@ def _body_fields(b: TxnBody, *, nested: bool = False) -> list[Any]:
 
 def encode_txn(rec: TxnRecord) -> bytes:
     """Encode a txn. Only the processor builds txns, so its fields are trusted here."""
-    return msgpack.packb(
+    out: bytes = msgpack.packb(
         [TXN_VERSION, rec.time_ms, rec.session_id, _body_fields(rec.body)], use_bin_type=True
     )
+    return out
 
 
 def _txn_path(v: Any, f: _Fields) -> str:
@@ -436,12 +363,17 @@ def _decode_body(v: Any, f: _Fields, *, nested: bool) -> TxnBody:
         f.fail("txn body must be a non-empty list")
     code = f.code(v[0])
     if code is OpCode.CREATE:
-        f.list_(v, "create", 5)
+        f.list_(v, "create", 7)
+        owner = f.session(v[3])
+        if not valid_owner(owner):
+            f.fail(f"invalid owner 0x{owner:x}")
         return CreateTxn(
             _txn_path(v[1], f),
             f.bytes_(v[2], "data"),
-            f.session(v[3]),
+            owner,
             f.int_(v[4], "parent_cversion", 1, _I64),
+            f.acl(v[5]),
+            f.bool_(v[6], "stat"),
         )
     if code is OpCode.DELETE:
         f.list_(v, "delete", 2)
@@ -459,6 +391,17 @@ def _decode_body(v: Any, f: _Fields, *, nested: bool) -> TxnBody:
         return CheckTxn(f.str_(v[1], "path"), f.version(v[2]))
     if nested:
         f.fail(f"{code.name} cannot be part of a multi txn")
+    if code is OpCode.SET_ACL:
+        f.list_(v, "set_acl", 4)
+        p = f.str_(v[1], "path")
+        try:
+            validate_path(p)
+        except BadArgumentsError as e:
+            f.fail(str(e))
+        return SetACLTxn(p, f.acl(v[2]), f.int_(v[3], "aversion", -_I32, _I32))
+    if code is OpCode.DELETE_CONTAINER:
+        f.list_(v, "delete_container", 2)
+        return DeleteContainerTxn(_txn_path(v[1], f))
     if code is OpCode.MULTI:
         f.list_(v, "multi", 2)
         subs = tuple(_decode_body(s, f, nested=True) for s in f.list_(v[1], "multi txns"))
@@ -472,6 +415,8 @@ def _decode_body(v: Any, f: _Fields, *, nested: bool) -> TxnBody:
     if code is OpCode.SYNC:
         f.list_(v, "sync", 2)
         return SyncTxn(f.str_(v[1], "path"))
+    if code is not OpCode.ERROR:
+        f.fail(f"{code.name} is not a txn op")
     f.list_(v, "error", 6)
     op = f.int_(v[1], "op", 0, len(OpCode))
     err = f.str_(v[2], "error code")
@@ -486,6 +431,11 @@ def decode_txn(data: bytes) -> TxnRecord:
     """Decode and check a txn; raises ``zabray.errors.CorruptionError``."""
     f = _TXN
     v = f.list_(_unpack(data, f), "txn", 4)
+    if v[0] == 1 and type(v[0]) is int:
+        raise FormatVersionError(
+            "tree txn written in format 1 by an older zabray (no ACLs, containers or TTL znodes); "
+            "this one reads format 2 only. Move the data directory aside (or recreate the ensemble)."
+        )
     if v[0] != TXN_VERSION or type(v[0]) is not int:
         f.fail(f"unsupported txn version {v[0]!r:.20}")
     return TxnRecord(f.time(v[1]), f.session(v[2]), _decode_body(v[3], f, nested=False))
@@ -494,8 +444,8 @@ def decode_txn(data: bytes) -> TxnRecord:
 # -- request builders --------------------------------------------------------------------------------
 
 
-def _req(op: Op, session_id: int, time_ms: int) -> bytes:
-    return encode_request(Request(session_id, time_ms, op))
+def _req(op: Op, session_id: int, time_ms: int, auth: Iterable[AuthId] = ()) -> bytes:
+    return encode_request(Request(session_id, time_ms, op, tuple(auth)))
 
 
 def create(
@@ -506,26 +456,64 @@ def create(
     sequential: bool = False,
     session_id: int = 0,
     time_ms: int,
+    acl: Iterable[ACL] = OPEN_ACL,
+    container: bool = False,
+    ttl: int = -1,
+    stat: bool = False,
+    auth: Iterable[AuthId] = (),
 ) -> bytes:
     """Request bytes: create a znode (ephemeral ones are owned by ``session_id``)."""
-    return _req(Create(path, data, ephemeral, sequential), session_id, time_ms)
+    op = Create(path, data, ephemeral, sequential, tuple(acl), container, ttl, stat)
+    return _req(op, session_id, time_ms, auth)
 
 
-def delete(path: str, version: int = -1, *, session_id: int = 0, time_ms: int) -> bytes:
-    return _req(Delete(path, version), session_id, time_ms)
+def delete(
+    path: str, version: int = -1, *, session_id: int = 0, time_ms: int, auth: Iterable[AuthId] = ()
+) -> bytes:
+    return _req(Delete(path, version), session_id, time_ms, auth)
 
 
-def set_data(path: str, data: bytes, version: int = -1, *, session_id: int = 0, time_ms: int) -> bytes:
-    return _req(SetData(path, data, version), session_id, time_ms)
+def set_data(
+    path: str,
+    data: bytes,
+    version: int = -1,
+    *,
+    session_id: int = 0,
+    time_ms: int,
+    auth: Iterable[AuthId] = (),
+) -> bytes:
+    return _req(SetData(path, data, version), session_id, time_ms, auth)
 
 
-def check(path: str, version: int = -1, *, session_id: int = 0, time_ms: int) -> bytes:
-    return _req(Check(path, version), session_id, time_ms)
+def check(
+    path: str, version: int = -1, *, session_id: int = 0, time_ms: int, auth: Iterable[AuthId] = ()
+) -> bytes:
+    return _req(Check(path, version), session_id, time_ms, auth)
 
 
-def multi(ops: Iterable[SubOp], *, session_id: int = 0, time_ms: int) -> bytes:
+def set_acl(
+    path: str,
+    acl: Iterable[ACL],
+    version: int = -1,
+    *,
+    session_id: int = 0,
+    time_ms: int,
+    auth: Iterable[AuthId] = (),
+) -> bytes:
+    """Request bytes: replace the ACL of ``path`` (version checks the aversion)."""
+    return _req(SetACL(path, tuple(acl), version), session_id, time_ms, auth)
+
+
+def delete_container(path: str, *, time_ms: int) -> bytes:
+    """Request bytes: the leader's removal of an empty container or expired TTL znode."""
+    return _req(DeleteContainer(path), 0, time_ms)
+
+
+def multi(
+    ops: Iterable[SubOp], *, session_id: int = 0, time_ms: int, auth: Iterable[AuthId] = ()
+) -> bytes:
     """Request bytes: ``ops`` (Create/Delete/SetData/Check records) as one atomic txn."""
-    return _req(Multi(tuple(ops)), session_id, time_ms)
+    return _req(Multi(tuple(ops)), session_id, time_ms, auth)
 
 
 def create_session(session_id: int, timeout_ms: int, *, time_ms: int) -> bytes:
@@ -536,5 +524,53 @@ def close_session(session_id: int, *, time_ms: int) -> bytes:
     return _req(CloseSession(), session_id, time_ms)
 
 
-def sync(path: str = "/", *, session_id: int = 0, time_ms: int) -> bytes:
-    return _req(Sync(path), session_id, time_ms)
+def sync(path: str = "/", *, session_id: int = 0, time_ms: int, auth: Iterable[AuthId] = ()) -> bytes:
+    return _req(Sync(path), session_id, time_ms, auth)
+
+
+__all__ = [
+    "Check",
+    "CheckTxn",
+    "CloseSession",
+    "CloseSessionTxn",
+    "Create",
+    "CreateSession",
+    "CreateSessionTxn",
+    "CreateTxn",
+    "Delete",
+    "DeleteContainer",
+    "DeleteContainerTxn",
+    "DeleteTxn",
+    "ErrorTxn",
+    "Multi",
+    "MultiTxn",
+    "Op",
+    "OpCode",
+    "REQUEST_VERSION",
+    "Request",
+    "SetACL",
+    "SetACLTxn",
+    "SetData",
+    "SetDataTxn",
+    "SubOp",
+    "Sync",
+    "SyncTxn",
+    "TXN_VERSION",
+    "TxnBody",
+    "TxnRecord",
+    "check",
+    "close_session",
+    "create",
+    "create_op",
+    "create_session",
+    "decode_request",
+    "decode_txn",
+    "delete",
+    "delete_container",
+    "encode_request",
+    "encode_txn",
+    "multi",
+    "set_acl",
+    "set_data",
+    "sync",
+]

@@ -6,6 +6,9 @@ from __future__ import annotations
 from zabray.tree.errors import BadArgumentsError
 
 ROOT = "/"
+#: ZooKeeper's own znodes, present in every tree; none of them can be deleted (BAD_ARGUMENTS).
+ZOOKEEPER, QUOTA, CONFIG = "/zookeeper", "/zookeeper/quota", "/zookeeper/config"
+SPECIAL_PATHS = frozenset({ROOT, ZOOKEEPER, QUOTA, CONFIG})
 
 
 def _bad_char(c: str) -> bool:

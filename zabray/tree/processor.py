@@ -6,6 +6,12 @@ overlay keeps only the newest view and the zxid that wrote it; when the tree app
 every overlay entry written at or below z is already reflected in the committed tree, so it is
 dropped unless a later prepare has overwritten it. ``abandon`` drops the whole overlay.
 
+Checks run in ZooKeeper 3.8's order (PrepRequestProcessor), so the first failure is the one
+ZooKeeper reports: the ACLs are checked against the auth ids the request carries (CREATE or
+DELETE on the parent, WRITE for set_data, READ for check, ADMIN for set_acl), and ACLs given
+to create/set_acl are validated and their ``auth`` entries expanded here, on the leader, so
+the txn holds the concrete ACL.
+
 Invariant: preparing requests against the future state gives exactly the txns that preparing
 each one right after applying all earlier ones would give (the property tests check this).
 """
@@ -16,6 +22,7 @@ from collections import deque
 from dataclasses import replace
 from typing import Protocol
 
+from zabray.tree import acl as acls
 from zabray.tree.errors import (
     BadArgumentsError,
     BadVersionError,
@@ -38,6 +45,8 @@ from zabray.tree.ops import (
     CreateSessionTxn,
     CreateTxn,
     Delete,
+    DeleteContainer,
+    DeleteContainerTxn,
     DeleteTxn,
     ErrorTxn,
     Multi,
@@ -45,6 +54,8 @@ from zabray.tree.ops import (
     Op,
     OpCode,
     Request,
+    SetACL,
+    SetACLTxn,
     SetData,
     SetDataTxn,
     SubOp,
@@ -55,8 +66,23 @@ from zabray.tree.ops import (
     decode_request,
     encode_txn,
 )
-from zabray.tree.paths import ROOT, parent_of, validate_path
-from zabray.tree.znode import NodeView
+from zabray.tree.paths import ROOT, SPECIAL_PATHS, parent_of, validate_path
+from zabray.tree.znode import (
+    CONTAINER_OWNER,
+    PERM_ADMIN,
+    PERM_CREATE,
+    PERM_DELETE,
+    PERM_READ,
+    PERM_WRITE,
+    SESSION_ID_LIMIT,
+    TTL_MAX,
+    TTL_OWNER,
+    AuthId,
+    Kind,
+    NodeView,
+    kind_of,
+    ttl_of,
+)
 
 _OPCODES: dict[type, OpCode] = {
     Create: OpCode.CREATE,
@@ -67,6 +93,8 @@ _OPCODES: dict[type, OpCode] = {
     CreateSession: OpCode.CREATE_SESSION,
     CloseSession: OpCode.CLOSE_SESSION,
     Sync: OpCode.SYNC,
+    SetACL: OpCode.SET_ACL,
+    DeleteContainer: OpCode.DELETE_CONTAINER,
 }
 
 
@@ -114,10 +142,11 @@ def _check_version(node: NodeView, expected: int, path: str) -> None:
 class RequestProcessor:
     """Prepares txns for a leader; see the module docstring for the future-state rules."""
 
-    __slots__ = ("_tree", "_nodes", "_sessions", "_outstanding")
+    __slots__ = ("_tree", "_nodes", "_sessions", "_outstanding", "time_ms")
 
     def __init__(self, tree: CommittedState) -> None:
         self._tree = tree
+        self.time_ms = 0  # the time of the request being prepared
         self._nodes: dict[str, tuple[int, NodeView | None]] = {}
         self._sessions: dict[int, tuple[int, int | None]] = {}
         # (zxid, paths written, sessions written) per prepared ok txn, in zxid order.
@@ -186,6 +215,7 @@ class RequestProcessor:
         except BadArgumentsError as e:
             return encode_txn(TxnRecord(0, 0, ErrorTxn(0, e.code, e.message, e.path, e.index)))
         scratch = _Scratch(self)
+        self.time_ms = req.time_ms
         try:
             body = self._prepare(req, scratch)
         except ZooKeeperError as e:
@@ -203,6 +233,8 @@ class RequestProcessor:
         op: Op = req.op
         sid = req.session_id
         t = type(op)
+        if t is DeleteContainer:
+            return self._delete_container(op, req.time_ms, s)  # type: ignore[arg-type]
         if t is CreateSession:
             return self._create_session(op, sid, s)  # type: ignore[arg-type]
         if t is CloseSession:
@@ -213,7 +245,7 @@ class RequestProcessor:
             subs = []
             for i, sub in enumerate(op.ops):  # type: ignore[union-attr]
                 try:
-                    subs.append(self._sub(sub, sid, s))
+                    subs.append(self._sub(sub, sid, req.auth, s))
                 except ZooKeeperError as e:
                     e.index = i
                     e.message = f"multi op {i}: {e.message}"
@@ -221,17 +253,21 @@ class RequestProcessor:
             return MultiTxn(tuple(subs))
         if t is Sync:
             return SyncTxn(validate_path(op.path))  # type: ignore[union-attr]
-        return self._sub(op, sid, s)  # type: ignore[arg-type]
+        if t is SetACL:
+            return self._set_acl(op, req.auth, s)  # type: ignore[arg-type]
+        return self._sub(op, sid, req.auth, s)  # type: ignore[arg-type]
 
-    def _sub(self, op: SubOp, sid: int, s: _Scratch) -> CreateTxn | DeleteTxn | SetDataTxn | CheckTxn:
+    def _sub(
+        self, op: SubOp, sid: int, auth: tuple[AuthId, ...], s: _Scratch
+    ) -> CreateTxn | DeleteTxn | SetDataTxn | CheckTxn:
         t = type(op)
         if t is Create:
-            return self._create(op, sid, s)  # type: ignore[arg-type]
+            return self._create(op, sid, auth, s)  # type: ignore[arg-type]
         if t is Delete:
-            return self._delete(op, s)  # type: ignore[arg-type]
+            return self._delete(op, auth, s)  # type: ignore[arg-type]
         if t is SetData:
-            return self._set_data(op, s)  # type: ignore[arg-type]
-        return self._check(op, s)  # type: ignore[arg-type]
+            return self._set_data(op, auth, s)  # type: ignore[arg-type]
+        return self._check(op, auth, s)  # type: ignore[arg-type]
 
     def _data(self, data: bytes, path: str) -> bytes:
         limit = self._tree.max_data_bytes
@@ -239,33 +275,57 @@ class RequestProcessor:
             raise DataTooLargeError(f"{path}: {len(data)} bytes of data, the limit is {limit}", path=path)
         return data
 
-    def _create(self, op: Create, sid: int, s: _Scratch) -> CreateTxn:
-        path = validate_path(op.path, sequential=op.sequential)
+    def _owner(self, op: Create, sid: int, path: str) -> int:
+        """The stored owner of the znode ``op`` creates (ZooKeeper's mode and TTL checks)."""
+        if op.container:
+            if op.ephemeral or op.ttl != -1:
+                raise BadArgumentsError(f"{path}: a container cannot be ephemeral or have a ttl", path=path)
+            return CONTAINER_OWNER
+        if op.ttl != -1:
+            if op.ephemeral or not 0 < op.ttl <= TTL_MAX:
+                raise BadArgumentsError(f"{path}: a ttl must be in 1..{TTL_MAX} on a persistent znode", path=path)
+            return TTL_OWNER | op.ttl
+        if op.ephemeral:
+            if sid == 0:
+                raise BadArgumentsError(f"{path}: an ephemeral znode needs a session", path=path)
+            return sid
+        return 0
+
+    def _create(self, op: Create, sid: int, auth: tuple[AuthId, ...], s: _Scratch) -> CreateTxn:
+        # The order of the checks is ZooKeeper's: mode, path, ACL, parent, CREATE permission,
+        # existence, ephemeral parent.
+        path = op.path
+        owner = self._owner(op, sid, path)
+        path = validate_path(path, sequential=op.sequential)
         if path == ROOT and not op.sequential:
-            raise BadArgumentsError("cannot create the root", path=path)
+            raise NodeExistsError("/ already exists", path=path)
         self._data(op.data, path)
-        if op.ephemeral and sid == 0:
-            raise BadArgumentsError(f"{path}: an ephemeral znode needs a session", path=path)
+        acl = acls.fixup_acl(op.acl, auth, path)
         ppath = parent_of(path)
         parent = s.node(ppath)
         if parent is None:
             raise NoNodeError(f"{path}: parent {ppath} does not exist", path=ppath)
+        acls.check(parent.acl, PERM_CREATE, auth, ppath)
         if op.sequential:
             path = f"{path}{parent.cversion:010d}"
         if s.node(path) is not None:
             raise NodeExistsError(f"{path} already exists", path=path)
-        if parent.ephemeral_owner != 0:
+        if kind_of(parent.ephemeral_owner) is Kind.EPHEMERAL:
             raise NoChildrenForEphemeralsError(f"{path}: parent {ppath} is ephemeral", path=ppath)
-        owner = sid if op.ephemeral else 0
         cversion = parent.cversion + 1
         s.nodes[ppath] = replace(parent, cversion=cversion, num_children=parent.num_children + 1)
-        s.nodes[path] = NodeView(0, 0, owner, 0)
-        return CreateTxn(path, op.data, owner, cversion)
+        s.nodes[path] = NodeView(0, 0, owner, 0, 0, acl, self.time_ms)
+        return CreateTxn(path, op.data, owner, cversion, acl, op.stat)
 
-    def _delete(self, op: Delete, s: _Scratch) -> DeleteTxn:
+    def _delete(self, op: Delete, auth: tuple[AuthId, ...], s: _Scratch) -> DeleteTxn:
         path = validate_path(op.path)
-        if path == ROOT:
-            raise BadArgumentsError("cannot delete the root", path=path)
+        if path in SPECIAL_PATHS:
+            raise BadArgumentsError(f"cannot delete {path}", path=path)
+        ppath = parent_of(path)
+        parent = s.node(ppath)
+        if parent is None:
+            raise NoNodeError(f"{path}: parent {ppath} does not exist", path=ppath)
+        acls.check(parent.acl, PERM_DELETE, auth, ppath)
         node = s.node(path)
         if node is None:
             raise NoNodeError(f"{path} does not exist", path=path)
@@ -282,28 +342,67 @@ class RequestProcessor:
         s.nodes[ppath] = replace(parent, num_children=parent.num_children - 1)
         s.nodes[path] = None
 
-    def _set_data(self, op: SetData, s: _Scratch) -> SetDataTxn:
+    def _set_data(self, op: SetData, auth: tuple[AuthId, ...], s: _Scratch) -> SetDataTxn:
         path = validate_path(op.path)
         self._data(op.data, path)
         node = s.node(path)
         if node is None:
             raise NoNodeError(f"{path} does not exist", path=path)
+        acls.check(node.acl, PERM_WRITE, auth, path)
         _check_version(node, op.version, path)
         version = node.version + 1
-        s.nodes[path] = replace(node, version=version)
+        s.nodes[path] = replace(node, version=version, mtime=self.time_ms)
         return SetDataTxn(path, op.data, version)
 
-    def _check(self, op: Check, s: _Scratch) -> CheckTxn:
+    def _check(self, op: Check, auth: tuple[AuthId, ...], s: _Scratch) -> CheckTxn:
         path = validate_path(op.path)
         node = s.node(path)
         if node is None:
             raise NoNodeError(f"{path} does not exist", path=path)
+        acls.check(node.acl, PERM_READ, auth, path)
         _check_version(node, op.version, path)
         return CheckTxn(path, op.version)
+
+    def _set_acl(self, op: SetACL, auth: tuple[AuthId, ...], s: _Scratch) -> SetACLTxn:
+        path = validate_path(op.path)
+        acl = acls.fixup_acl(op.acl, auth, path)
+        node = s.node(path)
+        if node is None:
+            raise NoNodeError(f"{path} does not exist", path=path)
+        acls.check(node.acl, PERM_ADMIN, auth, path)
+        if op.version != -1 and node.aversion != op.version:
+            raise BadVersionError(
+                f"{path}: expected ACL version {op.version}, znode has ACL version {node.aversion}", path=path
+            )
+        aversion = node.aversion + 1
+        s.nodes[path] = replace(node, aversion=aversion, acl=acl)
+        return SetACLTxn(path, acl, aversion)
+
+    def _delete_container(self, op: DeleteContainer, now: int, s: _Scratch) -> DeleteContainerTxn:
+        """Still eligible at ``now``? An empty container, or an empty TTL znode whose TTL has
+        elapsed since its last modification (ZooKeeper's ContainerManager rules)."""
+        path = validate_path(op.path)
+        if path in SPECIAL_PATHS:
+            raise BadArgumentsError(f"cannot delete {path}", path=path)
+        node = s.node(path)
+        if node is None:
+            raise NoNodeError(f"{path} does not exist", path=path)
+        if node.num_children:
+            raise NotEmptyError(f"{path} has {node.num_children} children", path=path)
+        kind = kind_of(node.ephemeral_owner)
+        if kind is Kind.TTL:
+            if now - node.mtime <= ttl_of(node.ephemeral_owner):
+                raise BadVersionError(f"{path}: its ttl has not elapsed", path=path)
+        elif kind is not Kind.CONTAINER:
+            raise BadVersionError(f"{path} is neither a container nor a TTL znode", path=path)
+        self._remove(path, s)
+        return DeleteContainerTxn(path)
 
     def _create_session(self, op: CreateSession, sid: int, s: _Scratch) -> CreateSessionTxn:
         if sid == 0:
             raise BadArgumentsError("session id 0 is reserved")
+        if sid >= SESSION_ID_LIMIT:
+            raise BadArgumentsError(f"session id 0x{sid:x} must be below 2^63 (ZooKeeper's ids are Java longs)")
         if s.session(sid) is not None:
             raise SessionExistsError(f"session 0x{sid:x} already exists")
         s.sessions[sid] = op.timeout_ms
