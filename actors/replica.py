@@ -20,9 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from actors import clientproto as cp
+from zabray import clientproto as cp
 from actors.faultpoints import PERSIST_KIND_OF, ReplicaFaults
-from actors.framing import FrameDecoder, FrameEncoder
+from zabray.framing import FrameDecoder, FrameEncoder
 from actors.transport import PeerTransport
 from storage.base import apply_persists
 from storage.disk import DiskStore

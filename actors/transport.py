@@ -34,7 +34,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from actors.framing import (
+from zabray.framing import (
     DEFAULT_MAX_FRAME,
     KIND_CHANNEL,
     KIND_ELECTION,

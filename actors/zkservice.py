@@ -37,7 +37,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from actors import clientproto as cp
+from zabray import clientproto as cp
 from zabray.protocol.events import Submit, TouchSessions
 from zabray.protocol.messages import PeerState
 from zabray.tree import (

@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from actors import clientproto as cp
-from actors.framing import FrameDecoder, FrameEncoder, frame
+from zabray import clientproto as cp
+from zabray.framing import FrameDecoder, FrameEncoder, frame
 from zabray.errors import CodecError, NoQuorumError, NotRunningError, UncertainOutcomeError, ZabError
 from zabray.protocol.zxid import Zxid
 

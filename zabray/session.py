@@ -27,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from actors import clientproto as cp
-from actors.framing import FrameDecoder, FrameEncoder
+from zabray import clientproto as cp
+from zabray.framing import FrameDecoder, FrameEncoder
 from zabray.errors import CodecError, ConfigError
 from zabray.tree import (
     BadVersionError,

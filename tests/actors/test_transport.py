@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from actors.framing import KIND_CHANNEL, KIND_ELECTION, Handshake, frame
+from zabray.framing import KIND_CHANNEL, KIND_ELECTION, Handshake, frame
 from actors.transport import PeerTransport
 from zabray.errors import ConfigError
 from zabray.protocol.codec import encode

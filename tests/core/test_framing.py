@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.framing import (
+from zabray.framing import (
     HEADER_SIZE,
     KIND_CHANNEL,
     KIND_ELECTION,

@@ -1,4 +1,4 @@
-"""The client port's wire protocol: CRC-checked frames (``actors.framing``) of msgpack arrays.
+"""The client port's wire protocol: CRC-checked frames (``zabray.framing``) of msgpack arrays.
 
 The first frame on a connection is the handshake ``["zabray-client", 1, ensemble]``; a
 connection naming another ensemble, or sending anything malformed, is dropped.
