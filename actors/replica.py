@@ -20,16 +20,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from zabray import clientproto as cp
 from actors.faultpoints import PERSIST_KIND_OF, ReplicaFaults
-from zabray.framing import FrameDecoder, FrameEncoder
 from actors.transport import PeerTransport
 from storage.base import apply_persists
 from storage.disk import DiskStore
 from storage.fsutil import atomic_write, read_file
+from zabray import clientproto as cp
 from zabray import trace
 from zabray.config import EnsembleConfig
 from zabray.errors import CodecError, StorageError, ZabError
+from zabray.framing import FrameDecoder, FrameEncoder
 from zabray.protocol.actions import (
     Close,
     Committed,

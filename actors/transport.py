@@ -34,6 +34,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
+from zabray.errors import CodecError, ConfigError
 from zabray.framing import (
     DEFAULT_MAX_FRAME,
     KIND_CHANNEL,
@@ -43,7 +44,6 @@ from zabray.framing import (
     Handshake,
     decode_handshake,
 )
-from zabray.errors import CodecError, ConfigError
 from zabray.protocol.codec import decode, encode
 from zabray.protocol.events import ChannelClosed, ChannelId, Event, Notified, Received
 from zabray.protocol.messages import (

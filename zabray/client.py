@@ -17,8 +17,8 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from zabray import clientproto as cp
-from zabray.framing import FrameDecoder, FrameEncoder, frame
 from zabray.errors import CodecError, NoQuorumError, NotRunningError, UncertainOutcomeError, ZabError
+from zabray.framing import FrameDecoder, FrameEncoder, frame
 from zabray.protocol.zxid import Zxid
 
 T = TypeVar("T")

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from zabray import clientproto as cp
-from zabray.framing import FrameDecoder, FrameEncoder
 from zabray.errors import CodecError, ConfigError
+from zabray.framing import FrameDecoder, FrameEncoder
 from zabray.tree import (
     BadVersionError,
     Check,

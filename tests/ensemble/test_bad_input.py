@@ -9,9 +9,9 @@ import zlib
 import msgpack
 import pytest
 
-from zabray.framing import frame
 from tests.ensemble.conftest import assert_no_loss, converged, wait_until
 from zabray import trace
+from zabray.framing import frame
 
 pytestmark = pytest.mark.ray
 
