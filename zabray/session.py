@@ -1,7 +1,7 @@
 """ZooKeeper sessions: the public ``Session`` API over TCP to one replica at a time.
 
 ``Session`` (sync methods, each with an ``_async`` twin) runs a ``SessionCore`` on a private
-asyncio loop thread. The core holds one TCP connection to one replica (``actors.zkservice``
+asyncio loop thread. The core holds one TCP connection to one replica (``zabray.zk``
 serves it): it pipelines requests in issue order, pings after a third of the timeout idle,
 moves to another replica after two thirds of it without hearing back, re-registers its watches
 there with its last seen zxid, and is refused by a replica whose tree is behind that zxid.

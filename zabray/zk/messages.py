@@ -59,9 +59,16 @@ class GetChildren:
     watch: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Malformed:
+    """A frame the wire protocol could not make a request of: answered BAD_ARGUMENTS in order."""
+
+    message: str
+
+
 Read = GetData | Exists | GetChildren
 Write = Create | Delete | SetData | Check | Multi | Sync | CloseSession
-ClientOp = Connect | Ping | Read | Write
+ClientOp = Connect | Ping | Read | Write | Malformed
 
 
 # -- events into the service ----------------------------------------------------------------------
@@ -205,7 +212,7 @@ class CloseConn(ServiceAction):
 
 __all__ = [
     "Check", "CloseSession", "Create", "Delete", "Multi", "SetData", "Sync",
-    "Watches", "Connect", "Ping", "GetData", "Exists", "GetChildren", "Read", "Write", "ClientOp",
+    "Watches", "Connect", "Ping", "Malformed", "GetData", "Exists", "GetChildren", "Read", "Write", "ClientOp",
     "ServiceEvent", "ConnClosed", "ClientRequest", "TxnDelivered", "TxnCommitted", "TxnFailed",
     "SessionsAlive", "ServiceTick", "RoleChanged", "StepEnd",
     "ServiceAction", "ErrorInfo", "Reply", "WatchFired", "SessionEnded", "SubmitTxn", "ReportTouches",

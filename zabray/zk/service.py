@@ -53,6 +53,7 @@ from zabray.zk.messages import (
     Exists,
     GetChildren,
     GetData,
+    Malformed,
     Multi,
     Ping,
     Read,
@@ -197,6 +198,9 @@ class ZkService:
             return
         if type(op) is Connect:
             self._connect(st, xid, op)
+            return
+        if type(op) is Malformed:
+            self._answer_now(st, xid, ErrorInfo("BAD_ARGUMENTS", op.message))
             return
         if not st.session:
             self._answer_now(st, xid, ErrorInfo("SESSION_EXPIRED", "no live session on this connection"))
