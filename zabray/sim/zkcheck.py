@@ -184,7 +184,8 @@ class ZkChecker:
         elif error is None or error.code == "NO_NODE":
             self._read(v, what, op, zxid, error, value)
         if error is None or error.code == "NO_NODE" or isinstance(op, _WRITES) and error.code not in _NO_TXN:
-            self._watches_before(v, what, zxid)
+            if type(op) is not CloseSession:  # a closed session hears nothing, not even its own close
+                self._watches_before(v, what, zxid)
             v.max_zxid = max(v.max_zxid, zxid)
             if error is None and watch and isinstance(op, (GetData, Exists, GetChildren)):
                 key = ("child" if type(op) is GetChildren else "data", op.path)
@@ -233,15 +234,28 @@ class ZkChecker:
             self._fail("read", f"{what} of {path} at {fmt(zxid)} returned {value!r:.80}, "
                        f"the committed state there is {st!r:.80}")
 
+    def _watched(self, key: tuple[str, str], z: int) -> tuple[Stat | None, int]:
+        """What a watch looks at, at ``z``: the znode's stat (data/exists watches) or its
+        existence and pzxid (child watches)."""
+        st = self._state(key[1], z)
+        stat = st.stat if st is not None else None
+        if key[0] == "child":
+            return (None, stat.pzxid) if stat is not None else (None, -1)
+        return stat, 0
+
     def _watches_before(self, v: _View, what: str, zxid: int) -> None:
+        """A reply at ``zxid`` must come after every watch whose target differs there from when
+        it was set. (A node created and deleted again while the session moved leaves nothing to
+        see, and ZooKeeper's SetWatches rightly does not fire for it.)"""
         for key, z0 in v.regs.items():
             zs = self.fires.get(key)
-            if zs and zs[-1] > z0:
-                i = bisect_right(zs, z0)
-                if i < len(zs) and zs[i] <= zxid:
-                    self._fail("watch", f"{what} answered at {fmt(zxid)} before the {key[0]} watch on {key[1]} "
-                               f"(set at {fmt(z0)}) fired for the change at {fmt(zs[i])}")
-                    return
+            if not zs or zs[-1] <= z0:
+                continue
+            i = bisect_right(zs, z0)
+            if i < len(zs) and zs[i] <= zxid and self._watched(key, z0) != self._watched(key, zxid):
+                self._fail("watch", f"{what} answered at {fmt(zxid)} before the {key[0]} watch on {key[1]} "
+                           f"(set at {fmt(z0)}) fired for the change at {fmt(zs[i])}")
+                return
 
     def notice(self, client: int, kind: str, path: str, zxid: int) -> None:
         self.advance()
