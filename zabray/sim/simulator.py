@@ -95,6 +95,8 @@ class SimResult:
     acked: int
     elections: int
     timeline: list[str]
+    service: dict[str, int] = field(default_factory=dict)
+    """What the hosted service did (``zabray.sim.zksim``: calls, watches, moves, expiries)."""
 
     @property
     def ok(self) -> bool:

@@ -12,6 +12,7 @@ Time: one tick is ``tick_ms`` of the service's and the clients' clocks.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -78,7 +79,7 @@ class ZkSimulation(Simulation):
         self._coreq: deque[tuple[int, Event, str]] = deque()
         self._busy = False
         self._svc_in: list[zm.ServiceEvent] = []
-        opts = options or SimOptions()
+        opts = dataclasses.replace(options) if options is not None else SimOptions()
         opts.app_factory = DataTree
         opts.client_rate = 0.0
         opts.value_factory = _liveness_write
@@ -418,6 +419,12 @@ class ZkSimulation(Simulation):
             self._calm_round()
         self.zk.sessions_gone([s for s, _ in self.killed])
         return self._result()
+
+    def _result(self) -> SimResult:
+        r = super()._result()
+        r.service.update({k[3:]: v for k, v in sorted(self.stats.items()) if k.startswith("zk_")})
+        r.service["vanished"] = len(self.killed)
+        return r
 
 
 def _liveness_write(rng: object, n: int) -> bytes:
