@@ -49,7 +49,7 @@ from zabray.protocol.statemachine import StateMachine, ValueLog
 from zabray.protocol.zxid import Zxid
 
 if TYPE_CHECKING:
-    from storage.base import DurableState
+    from zabray.protocol.durable import DurableState
     from zabray.protocol.election import Election
     from zabray.protocol.leader import Leader
     from zabray.protocol.learner import Learner
