@@ -39,7 +39,10 @@ class ZkSimOptions:
     session_timeout_ms: int = 1500
     tick_ms: int = 100
     call_rate: float = 0.12
-    kill_rate: float = 0.01
+    kill_rate: float = 0.03
+    warmup: bool = True
+    """Elect a leader calmly before the random steps, so they go to sessions, not to the first
+    election (the plain simulator covers that)."""
     max_pending: int = 6
     paths: tuple[str, ...] = ("/a", "/b", "/a/x", "/a/y", "/e")
 
@@ -406,6 +409,13 @@ class ZkSimulation(Simulation):
                 if (kind == "up" and link.up and link.server_open) or (kind == "down" and link.down and link.client_open):
                     self._do(kind, key, sid)
                     yield
+
+    def run(self) -> SimResult:
+        if self.zopt.warmup:
+            self._log("warm-up: elect a leader calmly")
+            self.settle(lambda: self._established_leader() is not None and all(
+                r.node is not None and r.node.role.phase_name() == "broadcast" for r in self.replicas.values()))
+        return super().run()
 
     def finish(self) -> SimResult:
         """Zab's liveness check, then time for every silent session to expire: a session whose

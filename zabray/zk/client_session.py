@@ -254,7 +254,9 @@ class ClientSession:
         self._next_conn += 1
         self.dialing = conn
         self._dial_replica = replica
-        self.dial_deadline = self.now + max(500, min(3000, self.timeout_ms // 3))
+        # Two thirds of the timeout, as for a silent replica: a new session's create must commit
+        # in that time, and giving up sooner only leaves orphan sessions to expire.
+        self.dial_deadline = self.now + max(500, 2 * self.timeout_ms // 3)
         self._out.append(Dial(conn, replica))
 
     def _dialed(self, conn: int) -> None:
