@@ -483,11 +483,13 @@ class Session:
         fut: cf.Future[Any] = cf.Future()
         self._lt.loop.call_soon_threadsafe(self._shell.call, op, watch, fut)
         try:
-            # The core gives up on a request it never sent by itself (NOT_READY); the slack
-            # keeps this timeout for requests that were sent, whose fate is unknown.
-            value, zxid, error, events = await asyncio.wait_for(asyncio.wrap_future(fut), self.op_timeout + 5)
+            # The core completes every call: with its reply, CONNECTION_LOSS once the replica
+            # falls silent for two thirds of the timeout, NOT_READY if never sent within
+            # ``op_timeout``, or the session's end. A call pipelined behind many others may
+            # rightly wait longer than ``op_timeout``; this bound is only a last resort.
+            value, zxid, error, events = await asyncio.wait_for(asyncio.wrap_future(fut), 6 * self.op_timeout)
         except asyncio.TimeoutError:
-            raise ConnectionLossError(f"no answer within {self.op_timeout} s") from None
+            raise ConnectionLossError(f"no answer within {6 * self.op_timeout} s") from None
         if error is not None:
             raise _error(error)
         return value, zxid, events
