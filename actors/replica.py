@@ -348,7 +348,7 @@ class ReplicaServer:
     def _delivered(self) -> None:
         self.stats["delivered"] += 1
         if self.cfg.snapshot_actor:
-            return  # the snapshot actor (actors/snapshots.py) asks for snapshots instead
+            return  # the snapshot actor (actors/snapshot_actor.py) asks for snapshots instead
         self._snap_due -= 1
         if self._snap_due <= 0:
             self._snap_due = self._snapshot_interval()

@@ -5,7 +5,7 @@ The session logic (pipelining, pings, moving between replicas, re-registering wa
 last seen zxid, refusals, retrying what was certainly not applied) is the pure
 ``zabray.zk.client_session.ClientSession``; ``_Shell`` here only dials, frames and keeps time for
 it, on one asyncio loop thread shared by every session of the process. The sync methods are thin
-wrappers over the async ones. ``actors.session.SessionActor`` (``Ensemble.session_actor()``)
+wrappers over the async ones. ``actors.session_actor.SessionActor`` (``Ensemble.session_actor()``)
 owns a ``Session`` in its own Ray actor, for a client that should live, and die, apart.
 
 Outcomes. ``ConnectionLossError`` (an ``UncertainOutcomeError``): the request was sent and its

@@ -35,7 +35,6 @@ from zabray.protocol.actions import (
     Send,
     Trace,
 )
-from zabray.protocol.config import ProtocolConfig
 from zabray.protocol.events import (
     ChannelClosed,
     Event,
@@ -48,6 +47,7 @@ from zabray.protocol.events import (
 )
 from zabray.protocol.messages import Ack, AckEpoch, AckNewLeader, Message, PeerState
 from zabray.protocol.node import Node
+from zabray.protocol.protocol_config import ProtocolConfig
 from zabray.protocol.statemachine import ValueLog
 from zabray.protocol.zxid import fmt
 from zabray.sim.checker import Checker, Violation
