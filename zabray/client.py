@@ -204,8 +204,9 @@ class EnsembleClient:
             except asyncio.TimeoutError:
                 if self.leader == conn.sid:
                     self.leader = None  # a frozen or cut-off leader: look again next time
-                raise NoQuorumError(f"write not committed within {timeout} s (replica {conn.sid}); "
-                                    "its fate is unknown") from None
+                # Sent: its fate is unknown, which NoQuorumError (nothing was sent) would deny.
+                raise UncertainOutcomeError(f"write not committed within {timeout} s (replica {conn.sid}); "
+                                            "its fate is unknown") from None
             if isinstance(rep, cp.CommittedRep):
                 return Zxid(rep.zxid)
             if rep.uncertain:
