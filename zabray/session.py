@@ -401,6 +401,8 @@ class Session:
         self._dispatcher.start()
         self.listeners: list[Callable[[str], Any]] = []
         self.op_timeout = max(10.0, 2 * timeout)
+        self.dispatch_timeout = self.op_timeout
+        """How long a call waits for the watch callbacks due before its reply (then WatchDispatchError)."""
 
         def on_event(cbs: list[Callback], ev: WatchedEvent | None) -> None:
             self._events.put((cbs, ev))
@@ -476,7 +478,7 @@ class Session:
         if threading.current_thread() is self._dispatcher:
             return True  # a callback calling us: the ones before it already ran
         with self._cond:
-            return self._cond.wait_for(lambda: self._dispatched >= seen, timeout=self.op_timeout)
+            return self._cond.wait_for(lambda: self._dispatched >= seen, timeout=self.dispatch_timeout)
 
     async def _acall(self, op: zm.ClientOp, watch: Callback | None) -> tuple[Any, int, int]:
         """Run ``op`` through the session; (value, zxid, notifications received before it)."""
@@ -497,14 +499,14 @@ class Session:
     def _run(self, op: zm.ClientOp, convert: Callable[[Any, int], T], watch: Callback | None = None) -> T:
         value, zxid, seen = self._lt.run(self._acall(op, watch))
         if not self._dispatched_through(seen):
-            raise WatchDispatchError(f"a watch callback has not returned within {self.op_timeout} s")
+            raise WatchDispatchError(f"a watch callback has not returned within {self.dispatch_timeout} s")
         return convert(value, zxid)
 
     async def _arun(self, op: zm.ClientOp, convert: Callable[[Any, int], T], watch: Callback | None = None) -> T:
         value, zxid, seen = await self._acall(op, watch)
         if self._dispatched < seen and not await asyncio.get_running_loop().run_in_executor(
                 None, self._dispatched_through, seen):
-            raise WatchDispatchError(f"a watch callback has not returned within {self.op_timeout} s")
+            raise WatchDispatchError(f"a watch callback has not returned within {self.dispatch_timeout} s")
         return convert(value, zxid)
 
     # -- the API: each op in a sync form and an async twin over the same call ----------------------

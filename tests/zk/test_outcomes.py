@@ -78,7 +78,7 @@ def test_a_read_after_a_stuck_watch_callback_fails_instead_of_returning_early(zk
         s.create("/stuck", b"0")
         s.get("/stuck", watch=stuck)
         w.set("/stuck", b"1")
-        s.op_timeout = 1.0  # how long a call may wait for callbacks (normally twice the timeout)
+        s.dispatch_timeout = 1.0  # how long a call may wait for callbacks (normally the op timeout)
         with pytest.raises(WatchDispatchError):
             while True:  # the first read whose reply follows the notification must not return
                 if s.get("/stuck")[0] == b"1":
