@@ -83,7 +83,7 @@ class EnsembleController:
         await asyncio.gather(*(self._launch(sid) for sid in self.members))
         await self._publish_peers()
         if self.cfg.snapshot_actor:
-            from actors.snapshots import SnapshotActor
+            from actors.snapshot_actor import SnapshotActor
 
             self.snapshotter = ray.remote(SnapshotActor).options(num_cpus=0, max_concurrency=10).remote(
                 self.cfg.snapshot_every)

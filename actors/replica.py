@@ -16,21 +16,24 @@ import logging
 import os
 import random
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from actors import clientproto as cp
 from actors.faultpoints import PERSIST_KIND_OF, ReplicaFaults
-from actors.framing import FrameDecoder, FrameEncoder
+from actors.services import BroadcastService, HostedService, ZooKeeperService
 from actors.transport import PeerTransport
 from storage.base import apply_persists
 from storage.disk import DiskStore
 from storage.fsutil import atomic_write, read_file
+from zabray import clientproto as cp
 from zabray import trace
 from zabray.config import EnsembleConfig
 from zabray.errors import CodecError, StorageError, ZabError
+from zabray.framing import FrameDecoder, FrameEncoder
 from zabray.protocol.actions import (
+    Action,
     Close,
     Committed,
     Deliver,
@@ -49,7 +52,6 @@ from zabray.protocol.events import (
     Persisted,
     Received,
     SnapshotRequested,
-    Submit,
     Tick,
 )
 from zabray.protocol.messages import Diff, PeerState, Snap, Trunc
@@ -87,8 +89,8 @@ class ReplicaServer:
         self.fatal: str | None = None
         self.stats: dict[str, int] = {"submitted": 0, "committed": 0, "failed": 0, "delivered": 0,
                                       "syncs": 0, "synced_actions": 0, "bad_client_frames": 0}
-        self._pending: dict[int, tuple[_ClientConn, int]] = {}
-        self._next_rid = 1
+        self._events: deque[Event] = deque()  # core events waiting for the current step to end
+        self._stepping = False
         self._pq: list[Persist] = []
         self._flushing = False
         self._flush_scheduled = False
@@ -100,11 +102,8 @@ class ReplicaServer:
         self._snap_due = self._snapshot_interval()
         self.faults = ReplicaFaults()
         self._dying = False
-        self.zk: Any = None
-        if config.service == "zookeeper":
-            from actors.zkservice import ZkService
-
-            self.zk = ZkService(self)
+        self.service: HostedService = (ZooKeeperService(sid, self.stats) if config.service == "zookeeper"
+                                       else BroadcastService(self.stats))
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -117,7 +116,7 @@ class ReplicaServer:
                                fsync=self.cfg.fsync)
         durable = await loop.run_in_executor(self._io, self.store.recover)
         self.node = Node(self.sid, self.proto, durable, incarnation=self.incarnation,
-                         app=self.zk.tree if self.zk is not None else None)
+                         app=self.service.app)
         if self.run_dir is not None and self.cfg.trace:
             tdir = self.run_dir / "trace"
             tdir.mkdir(parents=True, exist_ok=True)
@@ -171,16 +170,37 @@ class ReplicaServer:
         while True:
             await asyncio.sleep(period)
             self._step(Tick())
-            if self.zk is not None:
-                self.zk.tick()
+            node = self.node
+            if node is not None and self.fatal is None:
+                serving = node.role.phase_name() == "broadcast" and node.state in (
+                    PeerState.LEADING, PeerState.FOLLOWING, PeerState.OBSERVING)
+                self._run(self.service.tick(serving, serving and node.state == PeerState.LEADING))
             n += 1
             if self._trace is not None and n % 25 == 0:
                 self._trace.flush()
 
     # -- the core's actions ------------------------------------------------------------------
 
+    def _run(self, events: list[Event]) -> None:
+        for e in events:
+            self._step(e)
+
     def _step(self, event: Event) -> None:
+        """Run ``event`` through the core, then whatever the hosted service asks in turn. A step
+        never runs inside another: events raised meanwhile wait in ``_events``."""
+        self._events.append(event)
+        if self._stepping:
+            return
+        self._stepping = True
+        try:
+            while self._events:
+                self._one_step(self._events.popleft())
+        finally:
+            self._stepping = False
+
+    def _one_step(self, event: Event) -> None:
         if self.fatal is not None or self.node is None or self._dying:
+            self._events.clear()
             return
         faults = self.faults
         if faults.crash is not None and type(event) in (Received, Notified):
@@ -195,6 +215,7 @@ class ReplicaServer:
             return
         transport = self.transport
         assert transport is not None
+        for_service: list[Action] = []
         for a in actions:
             t = type(a)
             if t is Send:
@@ -219,21 +240,9 @@ class ReplicaServer:
                     self._trace.write(a.record, time.time())  # type: ignore[attr-defined]
             elif t is Deliver:
                 self._delivered()
-                if self.zk is not None:
-                    self.zk.delivered(a.result)  # type: ignore[attr-defined]
-            elif t is Committed:
-                if self.zk is not None and self.zk.committed(a.request_id, a.zxid, a.result):  # type: ignore[attr-defined]
-                    self.stats["committed"] += 1
-                    continue
-                self._reply(a.request_id, cp.CommittedRep(0, int(a.zxid)))  # type: ignore[attr-defined]
-            elif t is SessionsTouched:
-                if self.zk is not None:
-                    self.zk.touched_at_leader(a.sessions)  # type: ignore[attr-defined]
-            elif t is Failed:
-                if self.zk is not None and self.zk.failed(a.request_id, a.reason, a.uncertain):  # type: ignore[attr-defined]
-                    self.stats["failed"] += 1
-                    continue
-                self._reply(a.request_id, cp.FailedRep(0, a.reason, a.uncertain))  # type: ignore[attr-defined]
+                for_service.append(a)
+            elif t is Committed or t is Failed or t is SessionsTouched:
+                for_service.append(a)
             elif isinstance(a, Persist):
                 self._pq.append(a)
                 if not self._flushing and not self._flush_scheduled:
@@ -248,8 +257,7 @@ class ReplicaServer:
                 transport.open(a.channel)  # type: ignore[attr-defined]
             elif t is Close:
                 transport.close(a.channel)  # type: ignore[attr-defined]
-        if self.zk is not None:
-            self.zk.flush()
+        self._events.extend(self.service.core(for_service))
 
     # -- injected faults --------------------------------------------------------------------------
 
@@ -340,7 +348,7 @@ class ReplicaServer:
     def _delivered(self) -> None:
         self.stats["delivered"] += 1
         if self.cfg.snapshot_actor:
-            return  # the snapshot actor (actors/snapshots.py) asks for snapshots instead
+            return  # the snapshot actor (actors/snapshot_actor.py) asks for snapshots instead
         self._snap_due -= 1
         if self._snap_due <= 0:
             self._snap_due = self._snapshot_interval()
@@ -352,24 +360,6 @@ class ReplicaServer:
         return random.randint(max(1, every // 2), every)
 
     # -- clients ------------------------------------------------------------------------------
-
-    def submit(self, conn: _ClientConn, client_rid: int, value: bytes) -> None:
-        rid = self._next_rid
-        self._next_rid += 1
-        self._pending[rid] = (conn, client_rid)
-        self.stats["submitted"] += 1
-        self._step(Submit(rid, value))
-
-    def _reply(self, rid: int, rep: cp.CommittedRep | cp.FailedRep) -> None:
-        entry = self._pending.pop(rid, None)
-        if entry is None:
-            return
-        conn, client_rid = entry
-        self.stats["committed" if isinstance(rep, cp.CommittedRep) else "failed"] += 1
-        if isinstance(rep, cp.CommittedRep):
-            conn.send(cp.CommittedRep(client_rid, rep.zxid))
-        else:
-            conn.send(cp.FailedRep(client_rid, rep.reason, rep.uncertain))
 
     # -- control plane -------------------------------------------------------------------------
 
@@ -406,8 +396,9 @@ class ReplicaServer:
             stats=dict(self.stats),
             transport=dict(self.transport.stats) if self.transport is not None else {},
         )
-        if self.zk is not None:
-            s["zk"] = self.zk.status()
+        zk = self.service.status()
+        if zk is not None:
+            s["zk"] = zk
         return s
 
     def request_snapshot(self) -> dict[str, int]:
@@ -436,8 +427,7 @@ class _ClientConn(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.server._clients.discard(self)
         self.transport = None
-        if self.server.zk is not None:
-            self.server.zk.conn_lost(self)
+        self.server.service.conn_lost(self)
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -447,16 +437,10 @@ class _ClientConn(asyncio.Protocol):
                     self.greeted = True
                     continue
                 req = cp.decode_request(payload)
-                if isinstance(req, cp.SubmitReq):
-                    self.server.submit(self, req.rid, req.value)
-                elif isinstance(req, cp.ZkReq):
-                    if self.server.zk is None:
-                        self.send(cp.ZkRep(req.rid, 0, ["BAD_ARGUMENTS", "this ensemble runs service: broadcast",
-                                                        None, None], None))
-                    else:
-                        self.server.zk.handle(self, req)
-                else:
+                if isinstance(req, cp.StatusReq):
                     self.send(cp.StatusRep(req.rid, self.server.status()))
+                else:
+                    self.server._run(self.server.service.client(self, req))
                 if self.transport is None:
                     return
         except CodecError as e:

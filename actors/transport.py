@@ -34,7 +34,8 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from actors.framing import (
+from zabray.errors import CodecError, ConfigError
+from zabray.framing import (
     DEFAULT_MAX_FRAME,
     KIND_CHANNEL,
     KIND_ELECTION,
@@ -43,7 +44,6 @@ from actors.framing import (
     Handshake,
     decode_handshake,
 )
-from zabray.errors import CodecError, ConfigError
 from zabray.protocol.codec import decode, encode
 from zabray.protocol.events import ChannelClosed, ChannelId, Event, Notified, Received
 from zabray.protocol.messages import (

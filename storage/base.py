@@ -14,7 +14,6 @@ snapshot write it syncs the log, so "history, then currentEpoch" holds even acro
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from zabray.protocol.actions import (
@@ -26,24 +25,9 @@ from zabray.protocol.actions import (
     WriteAcceptedEpoch,
     WriteCurrentEpoch,
 )
+from zabray.protocol.durable import DurableState
 from zabray.protocol.messages import Txn
-from zabray.protocol.zxid import ZERO, Zxid
-
-
-@dataclass(frozen=True, slots=True)
-class DurableState:
-    """What a replica recovers: its epochs, newest valid snapshot, and the log after it."""
-
-    accepted_epoch: int = 0
-    accepted_leader: int = -1
-    current_epoch: int = 0
-    snapshot_zxid: Zxid = ZERO
-    snapshot: bytes | None = None
-    txns: tuple[Txn, ...] = ()
-
-    @property
-    def last_zxid(self) -> Zxid:
-        return self.txns[-1].zxid if self.txns else self.snapshot_zxid
+from zabray.protocol.zxid import Zxid
 
 
 class Store(Protocol):

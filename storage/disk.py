@@ -29,10 +29,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from storage import epochs, fsutil, recovery, snapshots
-from storage.base import DurableState
 from storage.snapshots import SnapshotFile
 from storage.txnlog import TxnLog
 from zabray.errors import ConfigError, StorageError
+from zabray.protocol.durable import DurableState
 from zabray.protocol.messages import Txn
 from zabray.protocol.zxid import Zxid, fmt
 

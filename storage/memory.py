@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from storage.base import DurableState
+from zabray.protocol.durable import DurableState
 from zabray.protocol.messages import Txn
 from zabray.protocol.zxid import ZERO, Zxid
 

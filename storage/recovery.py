@@ -23,7 +23,6 @@ import os
 from dataclasses import dataclass
 
 from storage import epochs, snapshots
-from storage.base import DurableState
 from storage.snapshots import SnapshotFile
 from storage.txnlog import (
     SegmentInfo,
@@ -33,6 +32,7 @@ from storage.txnlog import (
     read_segment_header,
 )
 from zabray.errors import CorruptionError, FormatVersionError
+from zabray.protocol.durable import DurableState
 from zabray.protocol.messages import Txn
 from zabray.protocol.zxid import ZERO, Zxid, fmt
 

@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from actors import clientproto as cp
-from actors.framing import FrameDecoder, FrameEncoder, frame
+from zabray import clientproto as cp
 from zabray.errors import CodecError, NoQuorumError, NotRunningError, UncertainOutcomeError, ZabError
+from zabray.framing import FrameDecoder, FrameEncoder, frame
 from zabray.protocol.zxid import Zxid
 
 T = TypeVar("T")
@@ -204,8 +204,9 @@ class EnsembleClient:
             except asyncio.TimeoutError:
                 if self.leader == conn.sid:
                     self.leader = None  # a frozen or cut-off leader: look again next time
-                raise NoQuorumError(f"write not committed within {timeout} s (replica {conn.sid}); "
-                                    "its fate is unknown") from None
+                # Sent: its fate is unknown, which NoQuorumError (nothing was sent) would deny.
+                raise UncertainOutcomeError(f"write not committed within {timeout} s (replica {conn.sid}); "
+                                            "its fate is unknown") from None
             if isinstance(rep, cp.CommittedRep):
                 return Zxid(rep.zxid)
             if rep.uncertain:

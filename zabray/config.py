@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from zabray.errors import ConfigError
-from zabray.protocol.config import ProtocolConfig
+from zabray.protocol.protocol_config import ProtocolConfig
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "local.yaml"
 

@@ -362,11 +362,11 @@ class Ensemble:
                        connect_timeout=connect_timeout, replica=replica)
 
     def session_actor(self, timeout: float = 10.0) -> Any:
-        """A session owned by its own Ray actor (``actors.session.SessionActor``): call its methods
+        """A session owned by its own Ray actor (``actors.session_actor.SessionActor``): call its methods
         with ``.remote()``; ``ray.kill`` it to make the client vanish without closing."""
         import ray
 
-        from actors.session import SessionActor
+        from actors.session_actor import SessionActor
 
         if self.info.get("config", {}).get("service", "zookeeper") != "zookeeper":
             raise ConfigError(f"ensemble {self.name!r} runs service: broadcast; start it with service='zookeeper'")

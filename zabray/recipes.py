@@ -14,7 +14,14 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from zabray.session import ConnectionLossError, NodeExistsError, NoNodeError, Session, WatchedEvent
+from zabray.session import (
+    ConnectionLossError,
+    NodeExistsError,
+    NoNodeError,
+    NotReadyError,
+    Session,
+    WatchedEvent,
+)
 
 T = TypeVar("T")
 
@@ -27,7 +34,7 @@ def _retry(s: Session, fn: Callable[..., T], *args: Any, deadline: float | None 
     while True:
         try:
             return fn(*args)
-        except ConnectionLossError:
+        except (ConnectionLossError, NotReadyError):
             if time.monotonic() > end:
                 raise
             time.sleep(0.05)
@@ -55,7 +62,7 @@ def _create_seq(s: Session, parent: str, guid: str, label: str, data: bytes = b"
     while True:
         try:
             return s.create(f"{parent}/{prefix}", data, ephemeral=True, sequential=True)
-        except ConnectionLossError:
+        except (ConnectionLossError, NotReadyError):
             mine = [c for c in _retry(s, s.children, parent) if c.startswith(prefix)]
             if mine:
                 return f"{parent}/{mine[0]}"
@@ -71,7 +78,7 @@ def _wait_gone(s: Session, path: str, timeout: float | None) -> bool:
     try:
         if s.exists(path, watch=cb) is None:
             return True
-    except ConnectionLossError:
+    except (ConnectionLossError, NotReadyError):
         return False  # the caller re-examines the children
     return ev.wait(timeout if timeout is not None else max(1.0, s.timeout))
 

@@ -1,16 +1,20 @@
-"""ZooKeeper sessions: the public ``Session`` API over TCP to one replica at a time.
+"""ZooKeeper sessions for users: ``Session`` (sync and ``_async`` methods) over TCP, one replica
+at a time.
 
-``Session`` (sync methods, each with an ``_async`` twin) runs a ``SessionCore`` on a private
-asyncio loop thread. The core holds one TCP connection to one replica (``actors.zkservice``
-serves it): it pipelines requests in issue order, pings after a third of the timeout idle,
-moves to another replica after two thirds of it without hearing back, re-registers its watches
-there with its last seen zxid, and is refused by a replica whose tree is behind that zxid.
-``actors.session.SessionActor`` (``Ensemble.session_actor()``) owns a ``Session`` in its own
-Ray actor, for a client that should live, and die, apart from the driver.
+The session logic (pipelining, pings, moving between replicas, re-registering watches with the
+last seen zxid, refusals, retrying what was certainly not applied) is the pure
+``zabray.zk.client_session.ClientSession``; ``_Shell`` here only dials, frames and keeps time for
+it, on one asyncio loop thread shared by every session of the process. The sync methods are thin
+wrappers over the async ones. ``actors.session_actor.SessionActor`` (``Ensemble.session_actor()``)
+owns a ``Session`` in its own Ray actor, for a client that should live, and die, apart.
 
-Watch callbacks run, in the order the replica sent them, on the session's own dispatch thread.
-A sync call returns only after every notification received before its reply was dispatched,
-so no read of this session shows a change before its watch callback ran.
+Outcomes. ``ConnectionLossError`` (an ``UncertainOutcomeError``): the request was sent and its
+fate is unknown. ``NotReadyError`` (a ``NoQuorumError``): no replica took it before its time
+ran out, so it was certainly not applied (a refusal before the core is retried, in order, on
+the session's next connection). Watch callbacks run, in the order the replica sent them, on the
+session's dispatch thread; a call returns only after every notification received before its
+reply was dispatched, so no read of this session shows a change before its watch callback ran;
+if that cannot happen in time (a callback is stuck), the call raises ``WatchDispatchError``.
 """
 
 from __future__ import annotations
@@ -22,14 +26,13 @@ import queue
 import random
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from actors import clientproto as cp
-from actors.framing import FrameDecoder, FrameEncoder
-from zabray.errors import CodecError, ConfigError
+from zabray import clientproto as cp
+from zabray.errors import CodecError, ConfigError, NoQuorumError, UncertainOutcomeError, ZabError
+from zabray.framing import FrameDecoder, FrameEncoder
 from zabray.tree import (
     BadVersionError,
     Check,
@@ -44,14 +47,19 @@ from zabray.tree import (
     ZooKeeperError,
     error_for_code,
 )
+from zabray.zk import client_session as cs
+from zabray.zk import messages as zm
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Session", "ConnectionLossError", "WatchedEvent", "Create", "Delete", "SetData", "Check", "Stat", "NoNodeError", "NodeExistsError",
-           "BadVersionError", "NotEmptyError", "SessionExpiredError", "ZooKeeperError"]
+T = TypeVar("T")
+
+__all__ = ["Session", "ConnectionLossError", "NotReadyError", "WatchDispatchError", "WatchedEvent", "Create",
+           "Delete", "SetData", "Check", "Stat", "NoNodeError", "NodeExistsError", "BadVersionError",
+           "NotEmptyError", "SessionExpiredError", "ZooKeeperError"]
 
 
-class ConnectionLossError(ZooKeeperError):
+class ConnectionLossError(ZooKeeperError, UncertainOutcomeError):
     """The connection to the replica broke (or the replica lost its leader) with this request in
     flight: it may or may not have been applied. The session itself goes on (on another replica)."""
 
@@ -59,6 +67,20 @@ class ConnectionLossError(ZooKeeperError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (ConnectionLossError, (self.message,))
+
+
+class NotReadyError(ZooKeeperError, NoQuorumError):
+    """No replica took the request before its time ran out: it was certainly not applied."""
+
+    code = "NOT_READY"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (NotReadyError, (self.message,))
+
+
+class WatchDispatchError(ZabError):
+    """A watch callback did not finish in time, so this call's reply, which may show the change
+    the watch reports, cannot be returned after the callback as promised."""
 
 
 @dataclass(frozen=True)
@@ -72,21 +94,94 @@ class WatchedEvent:
     zxid: int
 
 
-def _error(e: list[Any]) -> ZooKeeperError:
-    code, message, path, index = e
-    if code in ("CONNECTION_LOSS", "NOT_READY", "BEHIND"):
-        return ConnectionLossError(message, path=path, index=index)
-    return error_for_code(code, message, path=path, index=index)
+def _error(e: zm.ErrorInfo) -> ZooKeeperError:
+    if e.code == "CONNECTION_LOSS":
+        return ConnectionLossError(e.message, path=e.path, index=e.index)
+    if e.code in ("NOT_READY", "BEHIND"):
+        return NotReadyError(e.message, path=e.path, index=e.index)
+    return error_for_code(e.code, e.message, path=e.path, index=e.index)
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+# -- the bespoke wire protocol, client side --------------------------------------------------------
+
+
+def _op_wire(op: Any) -> list[Any]:
+    if isinstance(op, Create):
+        return ["create", [op.path, bytes(op.data), op.ephemeral, op.sequential]]
+    if isinstance(op, Delete):
+        return ["delete", [op.path, op.version]]
+    if isinstance(op, SetData):
+        return ["set", [op.path, bytes(op.data), op.version]]
+    if isinstance(op, Check):
+        return ["check", [op.path, op.version]]
+    raise ConfigError(f"multi takes Create/Delete/SetData/Check records, got {op!r:.60}")
+
+
+def _request(xid: int, op: zm.ClientOp) -> cp.ZkReq:
+    match op:
+        case zm.Connect(sid, timeout, last, w):
+            return cp.ZkReq(xid, "connect", [sid, timeout, last, {"data": list(w.data), "exist": list(w.exist),
+                                                                    "child": list(w.child)}])
+        case zm.Ping():
+            return cp.ZkReq(xid, "ping", [])
+        case zm.GetData(path, watch):
+            return cp.ZkReq(xid, "get", [path, watch])
+        case zm.Exists(path, watch):
+            return cp.ZkReq(xid, "exists", [path, watch])
+        case zm.GetChildren(path, watch):
+            return cp.ZkReq(xid, "children", [path, watch])
+        case zm.Sync(path):
+            return cp.ZkReq(xid, "sync", [path])
+        case zm.Multi(ops):
+            return cp.ZkReq(xid, "multi", [_op_wire(o) for o in ops])
+        case zm.CloseSession():
+            return cp.ZkReq(xid, "close", [])
+        case _:
+            kind, args = _op_wire(op)
+            return cp.ZkReq(xid, kind, args)
+
+
+def _incoming(msg: cp.ZkRep | cp.ZkEvent) -> zm.Reply | zm.WatchFired | zm.SessionEnded | None:
+    if type(msg) is cp.ZkRep:
+        e = msg.error
+        err = None if e is None else zm.ErrorInfo(str(e[0]), str(e[1]), e[2], e[3])
+        return zm.Reply(0, msg.rid, msg.zxid, err, msg.value)
+    if type(msg) is cp.ZkEvent and msg.kind == "watch" and len(msg.args) == 4:
+        table, path, event, zxid = msg.args
+        return zm.WatchFired(0, str(table), str(path), str(event), int(zxid))
+    if type(msg) is cp.ZkEvent and msg.kind == "expired":
+        return zm.SessionEnded(0, int(msg.args[0]), int(msg.args[1]))
+    return None
+
+
+# -- the shell: sockets and time for the pure session ----------------------------------------------
+
+_shared: Any = None
+_shared_lock = threading.Lock()
+
+
+def _loop_thread() -> Any:
+    """The one asyncio loop thread every session of this process runs on."""
+    global _shared
+    with _shared_lock:
+        if _shared is None or not _shared.thread.is_alive():
+            from zabray.client import LoopThread
+
+            _shared = LoopThread()
+        return _shared
 
 
 class _Proto(asyncio.Protocol):
-    def __init__(self, core: SessionCore, sid: int) -> None:
-        self.core = core
-        self.sid = sid
+    def __init__(self, shell: _Shell, conn: int) -> None:
+        self.shell = shell
+        self.conn = conn
         self.decoder = FrameDecoder()
         self.encoder = FrameEncoder()
         self.transport: asyncio.Transport | None = None
-        self.lost = asyncio.get_running_loop().create_future()
         self._flush_pending = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -95,18 +190,19 @@ class _Proto(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         try:
             for payload in self.decoder.feed(data):
-                self.core._on_frame(self, cp.decode_reply(payload))
+                rep = cp.decode_reply(payload)
+                msg = _incoming(rep) if isinstance(rep, (cp.ZkRep, cp.ZkEvent)) else None
+                if msg is not None:
+                    self.shell.feed(cs.Received(self.conn, msg))
         except CodecError as e:
-            log.warning("session: bad frame from replica %d: %s", self.sid, e)
+            log.warning("session: bad frame from a replica: %s", e)
             self.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
-        if not self.lost.done():
-            self.lost.set_result(None)
-        self.core._on_lost(self)
+        self.shell.lost(self)
 
-    def send_raw(self, payload: bytes) -> None:
+    def send(self, payload: bytes) -> None:
         if self.transport is None:
             return
         self.encoder.add_payload(payload)
@@ -124,278 +220,172 @@ class _Proto(asyncio.Protocol):
             self.transport.abort()
 
 
-class SessionCore:
-    """The session's protocol engine; every method runs on its asyncio loop (see module doc)."""
+Callback = Callable[[WatchedEvent], Any]
+
+
+class _Shell:
+    """Carries out a ``ClientSession``'s actions; every method runs on the shared loop."""
 
     def __init__(self, ensemble: str, addresses: dict[int, tuple[str, int]], timeout_ms: int,
-                 refresh: Callable[[], dict[int, tuple[str, int]]] | None = None,
-                 on_event: Callable[[list[Callable[[WatchedEvent], Any]], WatchedEvent | None], None] | None = None,
-                 ) -> None:
+                 refresh: Callable[[], dict[int, tuple[str, int]]] | None,
+                 on_event: Callable[[list[Callback], WatchedEvent | None], None], prefer: int | None) -> None:
         self.ensemble = ensemble
         self.addresses = dict(addresses)
         self.refresh = refresh
-        self.on_event = on_event or (lambda cbs, ev: None)
-        self.timeout_ms = timeout_ms
-        self.session_id = 0
-        self.last_zxid = 0
-        self.conn: _Proto | None = None
-        self.connected_to: int | None = None
-        self.inflight: dict[int, tuple[str, list[Any], cf.Future[Any], Any]] = {}
-        self.outbox: deque[tuple[int, str, list[Any], cf.Future[Any], Any]] = deque()
-        self.next_rid = 1
-        self.watchers: dict[tuple[str, str], tuple[str, list[Callable[[WatchedEvent], Any]]]] = {}
-        self.events_received = 0
-        self.expired = False
-        self.closed = False
-        self.last_heard = 0.0
-        self.last_sent = 0.0
-        self.moves = 0
-        self.prefer: int | None = None
-        self.first_connect: asyncio.Future[None] | None = None
-        self._task: asyncio.Task[None] | None = None
-
-    # -- lifecycle -------------------------------------------------------------------------------
+        self.on_event = on_event
+        replicas = sorted(self.addresses)
+        random.shuffle(replicas)  # spread sessions over the replicas
+        self.core = cs.ClientSession(replicas, timeout_ms, _now_ms(), prefer=prefer)
+        self.protos: dict[int, _Proto] = {}
+        self.calls: dict[int, tuple[cf.Future[Any], Callback | None]] = {}
+        self.watch_cbs: dict[int, Callback] = {}
+        self.next_call = 1
+        self.loop = asyncio.get_running_loop()
+        self.first: asyncio.Future[None] = self.loop.create_future()
+        self._refreshing = False
+        self._last_refresh = 0.0
+        self._ticker: asyncio.Task[None] | None = None
 
     def start(self) -> asyncio.Future[None]:
-        loop = asyncio.get_running_loop()
-        self.first_connect = loop.create_future()
-        self._task = loop.create_task(self._run())
-        return self.first_connect
+        self._apply(self.core.start())
+        self._ticker = self.loop.create_task(self._tick_loop())
+        return self.first
 
-    async def _run(self) -> None:
-        try:
-            while not self.closed and not self.expired:
-                conn = await self._connect_somewhere()
-                if conn is None:
-                    continue
-                await self._serve(conn)
-        except asyncio.CancelledError:
-            pass
-        except Exception:  # never leave callers hanging on a dead engine
-            log.exception("session 0x%x: engine failed", self.session_id)
-            self._fail_all(ConnectionLossError("session engine failed"))
+    async def _tick_loop(self) -> None:
+        period = max(0.01, min(0.1, self.core.timeout_ms / 10_000))
+        while not self.core.over:
+            await asyncio.sleep(period)
+            self.feed(cs.ClientTick(_now_ms()))
 
-    def kill(self) -> None:
-        """Stop dead, like a crashed client: no close_session, the connection just drops."""
-        self.closed = True
-        if self._task is not None:
-            self._task.cancel()
-        if self.conn is not None:
-            self.conn.abort()
-        self._fail_all(ConnectionLossError("session killed"))
+    def feed(self, event: cs.ClientEvent) -> None:
+        self._apply(self.core.step(event))
 
-    def _expire(self) -> None:
-        if self.expired:
-            return
-        self.expired = True
-        if self.conn is not None:
-            self.conn.abort()
-        self._fail_all(SessionExpiredError(f"session 0x{self.session_id:x} has expired"))
-        self.events_received += 1
-        self.on_event([], None)
-        if self.first_connect is not None and not self.first_connect.done():
-            self.first_connect.set_exception(SessionExpiredError("session expired"))
+    def call(self, op: zm.ClientOp, watch: Callback | None, fut: cf.Future[Any]) -> None:
+        call_id = self.next_call
+        self.next_call += 1
+        self.calls[call_id] = (fut, watch)
+        self.feed(cs.Call(call_id, op, watch is not None))
 
-    def _fail_all(self, exc: BaseException) -> None:
-        for _, _, fut, _ in list(self.inflight.values()):
-            if not fut.done():
-                fut.set_exception(exc)
-        self.inflight.clear()
-        while self.outbox:
-            fut = self.outbox.popleft()[3]
-            if not fut.done():
-                fut.set_exception(exc)
+    def lost(self, proto: _Proto) -> None:
+        if self.protos.get(proto.conn) is proto:
+            del self.protos[proto.conn]
+            self.feed(cs.ConnLost(proto.conn))
 
-    # -- connecting ------------------------------------------------------------------------------
+    def _apply(self, actions: list[cs.ClientAction]) -> None:
+        for a in actions:
+            match a:
+                case cs.SendOp(conn, xid, op):
+                    p = self.protos.get(conn)
+                    if p is not None:
+                        p.send(cp.encode(_request(xid, op)))
+                case cs.Completed(call_id, zxid, error, value, events):
+                    fut, watch = self.calls.pop(call_id, (None, None))
+                    if error is None and watch is not None:
+                        self.watch_cbs[call_id] = watch
+                    if fut is not None and not fut.done():
+                        fut.set_result((value, zxid, error, events))
+                case cs.Notice(calls, kind, path, event, zxid):
+                    cbs = [self.watch_cbs.pop(c) for c in calls if c in self.watch_cbs]
+                    self.on_event(cbs, WatchedEvent(event, path, kind, zxid))
+                case cs.Dial(conn, replica):
+                    self.loop.create_task(self._dial(conn, replica))
+                case cs.Hangup(conn):
+                    p = self.protos.pop(conn, None)
+                    if p is not None:
+                        p.abort()
+                case cs.Connected():
+                    if not self.first.done():
+                        self.first.set_result(None)
+                case cs.SessionOver(expired):
+                    if expired:
+                        self.on_event([], None)
+                    if not self.first.done():
+                        self.first.set_exception(SessionExpiredError("session expired") if expired
+                                                 else ConnectionLossError("the session was closed"))
+                    self.watch_cbs.clear()
 
-    async def _connect_somewhere(self) -> _Proto | None:
-        sids = sorted(self.addresses)
-        random.shuffle(sids)
-        if self.connected_to in sids and len(sids) > 1:  # move away from the replica we lost
-            sids.remove(self.connected_to)
-            sids.append(self.connected_to)
-        if self.prefer in sids:
-            sids.remove(self.prefer)
-            sids.insert(0, self.prefer)
-            self.prefer = None
-        for sid in sids:
-            if self.closed or self.expired:
-                return None
-            conn = await self._try(sid)
-            if conn is not None:
-                return conn
-        if self.refresh is not None:
+    async def _dial(self, conn: int, replica: int) -> None:
+        addr = self.addresses.get(replica)
+        budget = max(0.5, min(3.0, self.core.timeout_ms / 3000))
+        proto: _Proto | None = None
+        if addr is not None:
             try:
-                self.addresses = dict(await asyncio.get_running_loop().run_in_executor(None, self.refresh))
+                _, proto = await asyncio.wait_for(
+                    self.loop.create_connection(lambda: _Proto(self, conn), addr[0], addr[1]), budget)
+            except (OSError, asyncio.TimeoutError):
+                proto = None
+        if proto is None:
+            self._maybe_refresh()
+            self.feed(cs.ConnLost(conn))
+            return
+        if self.core.dialing != conn:  # given up on meanwhile
+            proto.abort()
+            return
+        self.protos[conn] = proto
+        proto.send(cp.handshake(self.ensemble))
+        self.feed(cs.Dialed(conn))
+
+    def _maybe_refresh(self) -> None:
+        """A replica restarted by the controller listens on a new port: ask for the addresses
+        again, at most once a second."""
+        if self.refresh is None or self._refreshing or time.monotonic() - self._last_refresh < 1.0:
+            return
+        self._refreshing = True
+        self._last_refresh = time.monotonic()
+        refresh = self.refresh
+
+        async def go() -> None:
+            try:
+                self.addresses.update(await self.loop.run_in_executor(None, refresh))
             except Exception as e:  # the controller may be busy restarting a replica
                 log.debug("session: address refresh failed: %s", e)
-        await asyncio.sleep(0.05 + random.random() * 0.1)
-        return None
+            finally:
+                self._refreshing = False
 
-    async def _try(self, sid: int) -> _Proto | None:
-        loop = asyncio.get_running_loop()
-        host, port = self.addresses[sid]
-        budget = max(0.5, min(3.0, self.timeout_ms / 3000))
-        try:
-            _, conn = await asyncio.wait_for(loop.create_connection(lambda: _Proto(self, sid), host, port), budget)
-        except (OSError, asyncio.TimeoutError):
-            return None
-        conn.send_raw(cp.handshake(self.ensemble))
-        watches: dict[str, list[str]] = {"data": [], "exist": [], "child": []}
-        for (_table, path), (kind, _) in self.watchers.items():
-            watches[kind].append(path)
-        fut: cf.Future[Any] = cf.Future()
-        rid = self.next_rid
-        self.next_rid += 1
-        self.inflight[rid] = ("connect", [], fut, conn)
-        conn.send_raw(cp.encode(cp.ZkReq(rid, "connect", [self.session_id, self.timeout_ms, self.last_zxid, watches])))
-        try:
-            value, _, _ = await asyncio.wait_for(asyncio.wrap_future(fut), budget)
-        except SessionExpiredError:
-            conn.abort()
-            self._expire()
-            return None
-        except (ZooKeeperError, asyncio.TimeoutError) as e:
-            log.debug("session: replica %d refused: %s", sid, e)
-            self.inflight.pop(rid, None)
-            conn.abort()
-            return None
-        if conn.transport is None:
-            return None
-        if self.session_id and self.connected_to is not None:
-            self.moves += 1
-        self.session_id, self.timeout_ms = int(value[0]), int(value[1])
-        self.conn, self.connected_to = conn, sid
-        self.last_heard = self.last_sent = time.monotonic()
-        while self.outbox:
-            r, op, args, f, extra = self.outbox.popleft()
-            self._send(r, op, args, f, extra)
-        if self.first_connect is not None and not self.first_connect.done():
-            self.first_connect.set_result(None)
-        return conn
+        self.loop.create_task(go())
 
-    async def _serve(self, conn: _Proto) -> None:
-        t = self.timeout_ms / 1000
-        while not conn.lost.done() and not self.closed and not self.expired:
-            try:
-                await asyncio.wait_for(asyncio.shield(conn.lost), t / 10)
-            except asyncio.TimeoutError:
-                pass
-            now = time.monotonic()
-            if now - self.last_heard > 2 * t / 3:
-                log.info("session 0x%x: nothing from replica %d for %.2f s, moving", self.session_id, conn.sid,
-                         now - self.last_heard)
-                conn.abort()
-                break
-            if now - self.last_sent > t / 3 or now - self.last_heard > t / 3:
-                self.last_sent = now
-                rid = self.next_rid
-                self.next_rid += 1
-                conn.send_raw(cp.encode(cp.ZkReq(rid, "ping", [])))
-        if self.conn is conn:
-            self.conn = None
-
-    # -- requests --------------------------------------------------------------------------------
-
-    def submit(self, op: str, args: list[Any], fut: cf.Future[Any], extra: Any = None) -> None:
-        """Queue ``op`` in issue order; ``fut`` gets (value, zxid, events seen before the reply)."""
-        if self.expired:
-            fut.set_exception(SessionExpiredError(f"session 0x{self.session_id:x} has expired"))
-            return
-        if self.closed:
-            fut.set_exception(ConnectionLossError("the session is closed"))
-            return
-        rid = self.next_rid
-        self.next_rid += 1
-        if self.conn is None or self.conn.transport is None or self.outbox:
-            self.outbox.append((rid, op, args, fut, extra))
-        else:
-            self._send(rid, op, args, fut, extra)
-
-    def _send(self, rid: int, op: str, args: list[Any], fut: cf.Future[Any], extra: Any) -> None:
-        conn = self.conn
-        assert conn is not None
-        self.inflight[rid] = (op, args, fut, extra)
-        self.last_sent = time.monotonic()
-        conn.send_raw(cp.encode(cp.ZkReq(rid, op, args)))
-
-    def _on_frame(self, conn: _Proto, msg: Any) -> None:
-        if type(msg) is cp.ZkRep:
-            self.last_heard = time.monotonic()
-            if msg.zxid > self.last_zxid:
-                self.last_zxid = msg.zxid
-            entry = self.inflight.pop(msg.rid, None)
-            if entry is None:
-                return
-            op, args, fut, extra = entry
-            if fut.done():
-                return
-            if msg.error is not None:
-                fut.set_exception(_error(msg.error))
-                return
-            if extra is not None and op in ("get", "exists", "children"):
-                if op == "children":
-                    self._register("child", args[0], "child", extra)
-                elif op == "exists" and msg.value is None:
-                    self._register("data", args[0], "exist", extra)
-                else:
-                    self._register("data", args[0], "data", extra)
-            fut.set_result((msg.value, msg.zxid, self.events_received))
-        elif type(msg) is cp.ZkEvent:
-            self.last_heard = time.monotonic()
-            if msg.kind == "watch":
-                table, path, event, zxid = msg.args
-                entry = self.watchers.pop((table, path), None)
-                self.events_received += 1
-                self.on_event(entry[1] if entry else [], WatchedEvent(event, path, table, zxid))
-            elif msg.kind == "expired":
-                self._expire()
-
-    def _register(self, table: str, path: str, kind: str, cb: Callable[[WatchedEvent], Any]) -> None:
-        old = self.watchers.get((table, path))
-        cbs = old[1] if old else []
-        cbs.append(cb)
-        self.watchers[(table, path)] = (kind, cbs)
-
-    def _on_lost(self, conn: _Proto) -> None:
-        if self.conn is not conn:
-            # A connect attempt that failed; its connect request is answered by the timeout.
-            for rid, (op, _, fut, extra) in list(self.inflight.items()):
-                if op == "connect" and extra is conn and not fut.done():
-                    fut.set_exception(ConnectionLossError("connection refused"))
-                    del self.inflight[rid]
-            return
-        self.conn = None
-        exc = ConnectionLossError(f"connection to replica {conn.sid} lost")
-        for _rid, (_op, _, fut, _) in list(self.inflight.items()):
+    def stop(self, kill: bool) -> None:
+        if kill:
+            self.feed(cs.Kill())
+        for p in list(self.protos.values()):
+            p.abort()
+        self.protos.clear()
+        if self._ticker is not None:
+            self._ticker.cancel()
+        for fut, _ in self.calls.values():
             if not fut.done():
-                fut.set_exception(exc)
-        self.inflight.clear()
+                fut.set_exception(ConnectionLossError("the session is closed"))
+        self.calls.clear()
+
+
+# -- the API ---------------------------------------------------------------------------------------
 
 
 def _stat(v: list[int] | None) -> Stat | None:
     return None if v is None else Stat(*v)
 
 
-def _op_wire(op: Any) -> list[Any]:
-    if isinstance(op, Create):
-        return ["create", [op.path, bytes(op.data), op.ephemeral, op.sequential]]
-    if isinstance(op, Delete):
-        return ["delete", [op.path, op.version]]
-    if isinstance(op, SetData):
-        return ["set", [op.path, bytes(op.data), op.version]]
-    if isinstance(op, Check):
-        return ["check", [op.path, op.version]]
-    raise ConfigError(f"multi takes Create/Delete/SetData/Check records, got {op!r:.60}")
+def _same(v: Any, z: int) -> Any:
+    return v
 
 
-_MULTI_KIND = {Create: "create", Delete: "delete", SetData: "set", Check: "check"}
+def _multi_result(v: Any, z: int) -> list[Any]:
+    return [Stat(*x) if isinstance(x, list) else x for x in v]
+
+
+def _multi_ops(ops: tuple[Any, ...]) -> zm.Multi:
+    if len(ops) == 1 and isinstance(ops[0], (list, tuple)):
+        ops = tuple(ops[0])
+    for o in ops:
+        if not isinstance(o, (Create, Delete, SetData, Check)):
+            raise ConfigError(f"multi takes Create/Delete/SetData/Check records, got {o!r:.60}")
+    return zm.Multi(tuple(ops))
 
 
 class Session:
     """A ZooKeeper session on an ensemble started with ``service: zookeeper``.
 
-    ``ens.session(timeout=10)``, or ``Session.connect("name")`` from another process.
+    ``ens.session(timeout=10)``, or ``Ensemble.connect("name").session()`` from another process.
     """
 
     def __init__(self, ensemble: str, addresses: dict[int, tuple[str, int]], *, timeout: float = 10.0,
@@ -403,26 +393,25 @@ class Session:
                  connect_timeout: float = 30.0, replica: int | None = None) -> None:
         if not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        from zabray.client import LoopThread
-
-        self._lt = LoopThread()
+        self._lt = _loop_thread()
         self._events: queue.Queue[Any] = queue.Queue()
         self._dispatched = 0
         self._cond = threading.Condition()
         self._dispatcher = threading.Thread(target=self._dispatch, name="zabray-watches", daemon=True)
         self._dispatcher.start()
         self.listeners: list[Callable[[str], Any]] = []
+        self.op_timeout = max(10.0, 2 * timeout)
+        self.dispatch_timeout = self.op_timeout
+        """How long a call waits for the watch callbacks due before its reply (then WatchDispatchError)."""
 
-        def on_event(cbs: list[Callable[[WatchedEvent], Any]], ev: WatchedEvent | None) -> None:
+        def on_event(cbs: list[Callback], ev: WatchedEvent | None) -> None:
             self._events.put((cbs, ev))
 
-        async def make() -> tuple[SessionCore, asyncio.Future[None]]:
-            core = SessionCore(ensemble, addresses, int(timeout * 1000), refresh, on_event)
-            core.prefer = replica
-            return core, core.start()
+        async def make() -> tuple[_Shell, asyncio.Future[None]]:
+            shell = _Shell(ensemble, addresses, int(timeout * 1000), refresh, on_event, replica)
+            return shell, shell.start()
 
-        self._core, first = self._lt.run(make())
-        self.op_timeout = max(10.0, 2 * timeout)
+        self._shell, first = self._lt.run(make())
 
         async def wait_first() -> None:
             await first
@@ -430,45 +419,39 @@ class Session:
         try:
             self._lt.run(asyncio.wait_for(wait_first(), connect_timeout))
         except (asyncio.TimeoutError, cf.TimeoutError):
-            self._shutdown()
+            self._shutdown(kill=True)
             raise ConnectionLossError(f"no replica of {ensemble!r} accepted a session in {connect_timeout} s") from None
         except BaseException:
-            self._shutdown()
+            self._shutdown(kill=True)
             raise
-
-    @classmethod
-    def connect(cls, name: str = "default", *, timeout: float = 10.0, address: str | None = None) -> Session:
-        from zabray.ensemble import Ensemble
-
-        ens = Ensemble.connect(name, address=address)
-        return ens.session(timeout=timeout)
 
     # -- introspection ---------------------------------------------------------------------------
 
     @property
     def session_id(self) -> int:
-        return self._core.session_id
+        return self._shell.core.session_id
 
     @property
     def timeout(self) -> float:
         """The negotiated timeout, seconds."""
-        return self._core.timeout_ms / 1000
+        return self._shell.core.timeout_ms / 1000
 
     @property
     def last_zxid(self) -> int:
-        return self._core.last_zxid
+        return self._shell.core.last_zxid
 
     @property
     def connected_to(self) -> int | None:
-        return self._core.connected_to if self._core.conn is not None else None
+        core = self._shell.core
+        return core.connected_to if core.conn is not None else None
 
     @property
     def expired(self) -> bool:
-        return self._core.expired
+        return self._shell.core.expired
 
     @property
     def moves(self) -> int:
-        return self._core.moves
+        return self._shell.core.moves
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -490,131 +473,122 @@ class Session:
                 self._dispatched += 1
                 self._cond.notify_all()
 
-    def _submit(self, op: str, args: list[Any], extra: Any = None) -> cf.Future[Any]:
-        fut: cf.Future[Any] = cf.Future()
-        self._lt.loop.call_soon_threadsafe(self._core.submit, op, args, fut, extra)
-        return fut
-
-    def _wait_events(self, seen: int) -> None:
+    def _dispatched_through(self, seen: int) -> bool:
+        """Wait until every notification received before a reply was dispatched."""
         if threading.current_thread() is self._dispatcher:
-            return
+            return True  # a callback calling us: the ones before it already ran
         with self._cond:
-            self._cond.wait_for(lambda: self._dispatched >= seen, timeout=30)
+            return self._cond.wait_for(lambda: self._dispatched >= seen, timeout=self.dispatch_timeout)
 
-    def _result(self, fut: cf.Future[Any]) -> tuple[Any, int]:
+    async def _acall(self, op: zm.ClientOp, watch: Callback | None) -> tuple[Any, int, int]:
+        """Run ``op`` through the session; (value, zxid, notifications received before it)."""
+        fut: cf.Future[Any] = cf.Future()
+        self._lt.loop.call_soon_threadsafe(self._shell.call, op, watch, fut)
         try:
-            value, zxid, seen = fut.result(self.op_timeout)
-        except cf.TimeoutError:
-            raise ConnectionLossError(f"no answer within {self.op_timeout} s") from None
-        self._wait_events(seen)
-        return value, zxid
-
-    async def _aresult(self, fut: cf.Future[Any]) -> tuple[Any, int]:
-        try:
-            value, zxid, seen = await asyncio.wait_for(asyncio.wrap_future(fut), self.op_timeout)
+            # The core completes every call: with its reply, CONNECTION_LOSS once the replica
+            # falls silent for two thirds of the timeout, NOT_READY if never sent within
+            # ``op_timeout``, or the session's end. A call pipelined behind many others may
+            # rightly wait longer than ``op_timeout``; this bound is only a last resort.
+            value, zxid, error, events = await asyncio.wait_for(asyncio.wrap_future(fut), 6 * self.op_timeout)
         except asyncio.TimeoutError:
-            raise ConnectionLossError(f"no answer within {self.op_timeout} s") from None
-        if self._dispatched < seen:
-            await asyncio.get_running_loop().run_in_executor(None, self._wait_events, seen)
-        return value, zxid
+            raise ConnectionLossError(f"no answer within {6 * self.op_timeout} s") from None
+        if error is not None:
+            raise _error(error)
+        return value, zxid, events
 
-    # -- the API ---------------------------------------------------------------------------------
-    # Each op has a ``_f`` builder (a future in issue order), a sync form and an async twin.
+    def _run(self, op: zm.ClientOp, convert: Callable[[Any, int], T], watch: Callback | None = None) -> T:
+        value, zxid, seen = self._lt.run(self._acall(op, watch))
+        if not self._dispatched_through(seen):
+            raise WatchDispatchError(f"a watch callback has not returned within {self.dispatch_timeout} s")
+        return convert(value, zxid)
 
-    def _create_f(self, path: str, data: bytes, ephemeral: bool, sequential: bool) -> cf.Future[Any]:
-        return self._submit("create", [path, bytes(data), bool(ephemeral), bool(sequential)])
+    async def _arun(self, op: zm.ClientOp, convert: Callable[[Any, int], T], watch: Callback | None = None) -> T:
+        value, zxid, seen = await self._acall(op, watch)
+        if self._dispatched < seen and not await asyncio.get_running_loop().run_in_executor(
+                None, self._dispatched_through, seen):
+            raise WatchDispatchError(f"a watch callback has not returned within {self.dispatch_timeout} s")
+        return convert(value, zxid)
+
+    # -- the API: each op in a sync form and an async twin over the same call ----------------------
 
     def create(self, path: str, data: bytes = b"", ephemeral: bool = False, sequential: bool = False) -> str:
         """Create ``path``; returns the created path (with the sequence suffix if sequential)."""
-        return self._result(self._create_f(path, data, ephemeral, sequential))[0]
+        return self._run(Create(path, bytes(data), bool(ephemeral), bool(sequential)), _same)  # type: ignore[no-any-return]
 
     async def create_async(self, path: str, data: bytes = b"", ephemeral: bool = False,
                            sequential: bool = False) -> str:
-        return (await self._aresult(self._create_f(path, data, ephemeral, sequential)))[0]
+        return await self._arun(Create(path, bytes(data), bool(ephemeral), bool(sequential)), _same)  # type: ignore[no-any-return]
 
-    def get(self, path: str, watch: Callable[[WatchedEvent], Any] | None = None) -> tuple[bytes, Stat]:
-        v, _ = self._result(self._submit("get", [path, watch is not None], watch))
-        return v[0], Stat(*v[1])
+    def get(self, path: str, watch: Callback | None = None) -> tuple[bytes, Stat]:
+        return self._run(zm.GetData(path, watch is not None), lambda v, z: (v[0], Stat(*v[1])), watch)
 
-    async def get_async(self, path: str, watch: Callable[[WatchedEvent], Any] | None = None) -> tuple[bytes, Stat]:
-        v, _ = await self._aresult(self._submit("get", [path, watch is not None], watch))
-        return v[0], Stat(*v[1])
+    async def get_async(self, path: str, watch: Callback | None = None) -> tuple[bytes, Stat]:
+        return await self._arun(zm.GetData(path, watch is not None), lambda v, z: (v[0], Stat(*v[1])), watch)
 
-    def exists(self, path: str, watch: Callable[[WatchedEvent], Any] | None = None) -> Stat | None:
-        return _stat(self._result(self._submit("exists", [path, watch is not None], watch))[0])
+    def exists(self, path: str, watch: Callback | None = None) -> Stat | None:
+        return self._run(zm.Exists(path, watch is not None), lambda v, z: _stat(v), watch)
 
-    async def exists_async(self, path: str, watch: Callable[[WatchedEvent], Any] | None = None) -> Stat | None:
-        return _stat((await self._aresult(self._submit("exists", [path, watch is not None], watch)))[0])
+    async def exists_async(self, path: str, watch: Callback | None = None) -> Stat | None:
+        return await self._arun(zm.Exists(path, watch is not None), lambda v, z: _stat(v), watch)
 
-    def children(self, path: str, watch: Callable[[WatchedEvent], Any] | None = None) -> list[str]:
-        return self._result(self._submit("children", [path, watch is not None], watch))[0][0]
+    def children(self, path: str, watch: Callback | None = None) -> list[str]:
+        return self._run(zm.GetChildren(path, watch is not None), lambda v, z: list(v[0]), watch)
 
-    async def children_async(self, path: str, watch: Callable[[WatchedEvent], Any] | None = None) -> list[str]:
-        return (await self._aresult(self._submit("children", [path, watch is not None], watch)))[0][0]
+    async def children_async(self, path: str, watch: Callback | None = None) -> list[str]:
+        return await self._arun(zm.GetChildren(path, watch is not None), lambda v, z: list(v[0]), watch)
 
     def set(self, path: str, data: bytes, version: int = -1) -> Stat:
-        return Stat(*self._result(self._submit("set", [path, bytes(data), int(version)]))[0])
+        return self._run(SetData(path, bytes(data), int(version)), lambda v, z: Stat(*v))
 
     async def set_async(self, path: str, data: bytes, version: int = -1) -> Stat:
-        return Stat(*(await self._aresult(self._submit("set", [path, bytes(data), int(version)])))[0])
+        return await self._arun(SetData(path, bytes(data), int(version)), lambda v, z: Stat(*v))
 
     def delete(self, path: str, version: int = -1) -> None:
-        self._result(self._submit("delete", [path, int(version)]))
+        self._run(Delete(path, int(version)), _same)
 
     async def delete_async(self, path: str, version: int = -1) -> None:
-        await self._aresult(self._submit("delete", [path, int(version)]))
+        await self._arun(Delete(path, int(version)), _same)
 
     def sync(self, path: str = "/") -> int:
         """Catch the connected replica up with the leader; returns the sync's zxid."""
-        return self._result(self._submit("sync", [path]))[1]
+        return self._run(zm.Sync(path), lambda v, z: z)
 
     async def sync_async(self, path: str = "/") -> int:
-        return (await self._aresult(self._submit("sync", [path])))[1]
-
-    def _multi_f(self, ops: tuple[Any, ...]) -> cf.Future[Any]:
-        if len(ops) == 1 and isinstance(ops[0], (list, tuple)):
-            ops = tuple(ops[0])
-        return self._submit("multi", [_op_wire(o) for o in ops])
+        return await self._arun(zm.Sync(path), lambda v, z: z)
 
     def multi(self, *ops: Create | Delete | SetData | Check) -> list[Any]:
         """Apply ``ops`` (``zabray.tree`` Create/Delete/SetData/Check records) atomically; one
         result per op (created path, Stat, None). A failure raises with ``.index`` set."""
-        v, _ = self._result(self._multi_f(ops))
-        return [Stat(*x) if isinstance(x, list) else x for x in v]
+        return self._run(_multi_ops(ops), _multi_result)
 
     async def multi_async(self, *ops: Create | Delete | SetData | Check) -> list[Any]:
-        v, _ = await self._aresult(self._multi_f(ops))
-        return [Stat(*x) if isinstance(x, list) else x for x in v]
+        return await self._arun(_multi_ops(ops), _multi_result)
 
     def close(self) -> None:
         """End the session: its ephemerals are deleted, its watches dropped."""
-        core = self._core
-        if not core.expired and not core.closed:
+        if not self._shell.core.over:
             try:
-                self._result(self._submit("close", []))
-            except (SessionExpiredError, ConnectionLossError):
+                self._run(zm.CloseSession(), _same)
+            except (SessionExpiredError, ConnectionLossError, NotReadyError):
                 pass
-        self._shutdown()
+        self._shutdown(kill=False)
 
     async def close_async(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, self.close)
+        if not self._shell.core.over:
+            try:
+                await self._arun(zm.CloseSession(), _same)
+            except (SessionExpiredError, ConnectionLossError, NotReadyError):
+                pass
+        self._shutdown(kill=False)
 
     def _kill(self) -> None:
         """Tests: vanish like a crashed client (no close); the leader expires the session later."""
-        self._lt.loop.call_soon_threadsafe(self._core.kill)
-        self._shutdown()
+        self._shutdown(kill=True)
 
-    def _shutdown(self) -> None:
-        core = getattr(self, "_core", None)
-        if core is not None:
-            def stop() -> None:
-                core.closed = True
-                if core._task is not None:
-                    core._task.cancel()
-                if core.conn is not None:
-                    core.conn.abort()
-            self._lt.loop.call_soon_threadsafe(stop)
-        self._lt.stop()
+    def _shutdown(self, kill: bool) -> None:
+        shell = getattr(self, "_shell", None)
+        if shell is not None:
+            self._lt.loop.call_soon_threadsafe(shell.stop, kill)
         self._events.put(None)
 
     def __enter__(self) -> Session:
@@ -622,3 +596,5 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+

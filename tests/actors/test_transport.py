@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from actors.framing import KIND_CHANNEL, KIND_ELECTION, Handshake, frame
 from actors.transport import PeerTransport
 from zabray.errors import ConfigError
+from zabray.framing import KIND_CHANNEL, KIND_ELECTION, Handshake, frame
 from zabray.protocol.codec import encode
 from zabray.protocol.events import ChannelClosed, ChannelId, Event, Notified, Received
 from zabray.protocol.messages import (

@@ -8,12 +8,12 @@ the covering write durable, whatever order the shell does things in.
 
 from __future__ import annotations
 
-from storage.base import DurableState
 from zabray.protocol import actions as a
 from zabray.protocol import messages as m
-from zabray.protocol.config import ProtocolConfig
+from zabray.protocol.durable import DurableState
 from zabray.protocol.events import ChannelId, Notified, Persisted, Received, Submit, Tick
 from zabray.protocol.node import Node
+from zabray.protocol.protocol_config import ProtocolConfig
 from zabray.protocol.zxid import Zxid
 
 CFG = ProtocolConfig(voters=frozenset({1, 2, 3}))

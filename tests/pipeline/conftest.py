@@ -11,7 +11,7 @@ import pytest
 def spark() -> Iterator:
     """A local[2] SparkSession shared by every Spark test; stopped at the end."""
     pytest.importorskip("pyspark")
-    from zabray.pipeline.session import get_session
+    from zabray.pipeline.spark_session import get_session
 
     session = get_session("local[2]", app_name="zabray-pipeline-tests")
     yield session

@@ -15,7 +15,7 @@ from zabray.errors import ZabError
 from zabray.pipeline import CheckReport, PropertyResult, TraceError, format_table, report_dict, trace_files
 from zabray.pipeline.cli import register
 from zabray.pipeline.metrics import nice_bucket
-from zabray.pipeline.session import external_settings
+from zabray.pipeline.spark_session import external_settings
 from zabray.pipeline.synth import SynthSpec, generate, write_jsonl
 from zabray.trace import SCHEMA
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 if __name__ == "__main__":  # run as a script by the SIGKILL test: make the repo importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from storage.base import DurableState  # noqa: E402
+from zabray.protocol.durable import DurableState  # noqa: E402
 from zabray.protocol.messages import Txn  # noqa: E402
 from zabray.protocol.zxid import Zxid  # noqa: E402
 

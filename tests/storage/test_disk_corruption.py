@@ -16,7 +16,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storage import DiskStore, epochs, snapshots
-from storage.base import DurableState
 from storage.checksum import crc32c
 from storage.txnlog import (
     REC_HEADER_SIZE,
@@ -28,6 +27,7 @@ from storage.txnlog import (
     scan_segment,
 )
 from zabray.errors import CorruptionError, ZabError
+from zabray.protocol.durable import DurableState
 from zabray.protocol.messages import Txn
 from zabray.protocol.zxid import Zxid
 

@@ -10,7 +10,6 @@ import pytest
 from disk_harness import Model, apply_model, fold, gen_ops, run_op, view_of
 
 from storage import DiskStore, MemoryStore, apply_persists, txnlog
-from storage.base import DurableState
 from zabray.errors import ConfigError, StorageError
 from zabray.protocol.actions import (
     AppendTxns,
@@ -19,6 +18,7 @@ from zabray.protocol.actions import (
     TruncateLog,
     WriteCurrentEpoch,
 )
+from zabray.protocol.durable import DurableState
 from zabray.protocol.messages import Txn
 from zabray.protocol.zxid import Zxid
 

@@ -19,7 +19,7 @@ from zabray.pipeline.errors import TraceError
 from zabray.pipeline.loader import load, spark_schema, trace_files
 from zabray.pipeline.metrics import Figures, figures, plot, write_figures
 from zabray.pipeline.report import format_table, report_dict, write_json
-from zabray.pipeline.session import get_session
+from zabray.pipeline.spark_session import get_session
 
 __all__ = [
     "PROPERTIES", "READ_OPS", "CheckReport", "Figures", "PropertyResult", "TraceError", "TraceFrames",

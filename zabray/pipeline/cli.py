@@ -59,7 +59,7 @@ def run_check(args: argparse.Namespace) -> int:
 
     from pyspark.sql import SparkSession
 
-    from zabray.pipeline.session import get_session
+    from zabray.pipeline.spark_session import get_session
 
     ours = SparkSession.getActiveSession() is None
     spark = get_session(args.master)

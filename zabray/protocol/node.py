@@ -31,7 +31,6 @@ from zabray.protocol.actions import (
     Send,
     Trace,
 )
-from zabray.protocol.config import ProtocolConfig
 from zabray.protocol.events import (
     ChannelClosed,
     Event,
@@ -45,11 +44,12 @@ from zabray.protocol.events import (
 )
 from zabray.protocol.history import History
 from zabray.protocol.messages import PeerState
+from zabray.protocol.protocol_config import ProtocolConfig
 from zabray.protocol.statemachine import StateMachine, ValueLog
 from zabray.protocol.zxid import Zxid
 
 if TYPE_CHECKING:
-    from storage.base import DurableState
+    from zabray.protocol.durable import DurableState
     from zabray.protocol.election import Election
     from zabray.protocol.leader import Leader
     from zabray.protocol.learner import Learner

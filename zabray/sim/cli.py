@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from zabray.sim.simulator import FAULTS, SimOptions, SimResult, Simulation
+from zabray.sim.zksim import ZkSimOptions, ZkSimulation
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -34,6 +37,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--crash-points", action="store_true", help="list every crash point hit")
     p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--service", choices=("broadcast", "zookeeper"), default="broadcast",
+                   help="what the replicas run: plain broadcast (default), or the ZooKeeper service with "
+                   "simulated client sessions (checked: trees, session order, reads, watches, ephemerals)")
+    p.add_argument("--clients", type=int, default=3, help="simulated client sessions (--service zookeeper)")
     p.set_defaults(func=run)
 
 
@@ -48,24 +55,37 @@ def _options(args: argparse.Namespace) -> SimOptions:
                       fault_rate=args.fault_rate)
 
 
-def _one(seed: int, opts: SimOptions, trace_dir: str | None, timeline: bool) -> SimResult:
-    if trace_dir is None:
-        return Simulation(seed, opts, timeline=timeline).run()
+def _make(seed: int, opts: SimOptions, timeline: bool, zk: ZkSimOptions | None,
+          trace_writer: Any = None) -> Simulation:
+    if zk is not None:
+        return ZkSimulation(seed, dataclasses.replace(opts), zk, timeline=timeline)
+    return Simulation(seed, opts, timeline=timeline, trace_writer=trace_writer)
+
+
+def _one(seed: int, opts: SimOptions, trace_dir: str | None, timeline: bool,
+         zk: ZkSimOptions | None = None) -> SimResult:
+    if trace_dir is None or zk is not None:
+        return _make(seed, opts, timeline, zk).run()
     run_dir = Path(trace_dir) / f"sim-{seed}" / "trace"
     run_dir.mkdir(parents=True, exist_ok=True)
     with open(run_dir / "sim.jsonl", "w") as fh:
         def write(row: dict[str, object]) -> None:
             fh.write(json.dumps(row, separators=(",", ":")) + "\n")
 
-        return Simulation(seed, opts, timeline=timeline, trace_writer=write).run()
+        return _make(seed, opts, timeline, zk, write).run()
 
 
 def run(args: argparse.Namespace) -> int:
     opts = _options(args)
+    zk = None
+    if args.service == "zookeeper":
+        if args.clients < 1:
+            raise SystemExit("zabray sim: --clients must be >= 1")
+        zk = ZkSimOptions(clients=args.clients)
     trace_dir = str(args.trace_dir) if args.trace_dir else None
     started = time.monotonic()
     if args.timeline:
-        result = _one(args.seed, opts, trace_dir, True)
+        result = _one(args.seed, opts, trace_dir, True, zk)
         print("\n".join(result.timeline))
         print()
         results = [result]
@@ -74,11 +94,12 @@ def run(args: argparse.Namespace) -> int:
         if args.jobs > 1:
             with ProcessPoolExecutor(args.jobs) as pool:
                 results = list(pool.map(_one, seeds, [opts] * len(seeds), [trace_dir] * len(seeds),
-                                        [False] * len(seeds), chunksize=16))
+                                        [False] * len(seeds), [zk] * len(seeds), chunksize=16))
         else:
-            results = [_one(s, opts, trace_dir, False) for s in seeds]
+            results = [_one(s, opts, trace_dir, False, zk) for s in seeds]
     elapsed = time.monotonic() - started
     summary = _summarize(results, opts, elapsed)
+    summary["service"] = args.service
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -110,6 +131,7 @@ def _summarize(results: list[SimResult], opts: SimOptions, elapsed: float) -> di
         "writes_acknowledged": sum(r.acked for r in results),
         "violations": [{"seed": r.seed, "property": r.violations[0].prop, "detail": r.violations[0].detail,
                         "step": r.violations[0].step} for r in bad],
+        "service_counts": dict(sum((Counter(r.service) for r in results), Counter())),
         "elapsed_s": round(elapsed, 2),
     }
 
@@ -129,6 +151,11 @@ def _print(s: dict[str, object], results: list[SimResult], args: argparse.Namesp
         ("txns committed", f"{s['txns_committed']:,}  (proposals {s['proposals']:,}, "
                            f"client writes acknowledged {s['writes_acknowledged']:,})"),
     ]
+    if s.get("service") == "zookeeper":
+        c = s["service_counts"]
+        rows.append(("client calls", f"{c.get('calls', 0):,} ({c.get('ok', 0):,} ok), sessions {c.get('sessions', 0):,}, "  # type: ignore[union-attr]
+                     f"moves {c.get('moves', 0):,}, watches fired {c.get('watches', 0):,}, "  # type: ignore[union-attr]
+                     f"expired {c.get('expired', 0):,}, clients vanished {c.get('vanished', 0):,}"))  # type: ignore[union-attr]
     for k, v in rows:
         print(f"  {k:<20} {v}", file=out)
     if args.crash_points:
@@ -143,7 +170,9 @@ def _print(s: dict[str, object], results: list[SimResult], args: argparse.Namesp
         for v in bad[:20]:  # type: ignore[index]
             print(f"    seed {v['seed']}: {v['property']} at step {v['step']}: {v['detail']}", file=out)
         v0 = bad[0]  # type: ignore[index]
-        print(f"  replay: zabray sim --replicas {s['voters']} --observers {s['observers']} "
-              f"--faults {','.join(s['faults_enabled']) or 'none'} --seed {v0['seed']} --timeline", file=out)
+        service = f"--service zookeeper --clients {args.clients} " if s.get("service") == "zookeeper" else ""
+        print(f"  replay: zabray sim {service}--replicas {s['voters']} --observers {s['observers']} "
+              f"--faults {','.join(s['faults_enabled']) or 'none'} --steps {args.steps} --seed {v0['seed']} --timeline",
+              file=out)
     rate = s["schedules"] / max(s["elapsed_s"], 1e-9)  # type: ignore[operator]
     print(f"  {'elapsed':<20} {s['elapsed_s']} s ({rate:,.0f} schedules/s)", file=out)

@@ -35,7 +35,6 @@ from zabray.protocol.actions import (
     Send,
     Trace,
 )
-from zabray.protocol.config import ProtocolConfig
 from zabray.protocol.events import (
     ChannelClosed,
     Event,
@@ -48,6 +47,7 @@ from zabray.protocol.events import (
 )
 from zabray.protocol.messages import Ack, AckEpoch, AckNewLeader, Message, PeerState
 from zabray.protocol.node import Node
+from zabray.protocol.protocol_config import ProtocolConfig
 from zabray.protocol.statemachine import ValueLog
 from zabray.protocol.zxid import fmt
 from zabray.sim.checker import Checker, Violation
@@ -95,6 +95,8 @@ class SimResult:
     acked: int
     elections: int
     timeline: list[str]
+    service: dict[str, int] = field(default_factory=dict)
+    """What the hosted service did (``zabray.sim.zksim``: calls, watches, moves, expiries)."""
 
     @property
     def ok(self) -> bool:
@@ -379,6 +381,8 @@ class Simulation:
             elif alive:
                 self._crash(rng.choice(alive))
         elif kind == "partition":
+            if len(self.replicas) < 2:
+                return  # nothing to cut apart
             if self.net.groups is not None and rng.random() < 0.5:
                 self.net.heal()
                 self.fault_counts["heal"] += 1
@@ -565,16 +569,17 @@ class Simulation:
             self.checker.step = self.step_no
             self.checker._fail("liveness", f"no leader established within {self.opt.liveness_ticks} ticks of healing")
             return
-        # Like a client: write through the current leader, and try again if that one fails.
+        # Like a client: write through the current leader, and try again if that one fails
+        # (not once it committed: then wait for every replica to apply it, even under load).
         done = False
-        rid = -1
+        sub: tuple[int, int] | None = None
         while self.ticks < deadline and not done and (not self.checker.violations or not self.opt.stop_on_violation):
             leader = self._established_leader()
-            if leader is not None and (leader, rid) not in self.pending_requests:
-                rid = self.next_request
+            if leader is not None and (sub is None or (sub not in self.pending_requests and sub not in self.committed_at)):
+                sub = (leader, self.next_request)
                 self._submit(leader)
             self._calm_round()
-            zxid = self.committed_at.get((leader, rid)) if leader is not None else None
+            zxid = self.committed_at.get(sub) if sub is not None else None
             done = zxid is not None and all(
                 r.node is not None and r.node.applied >= zxid for r in self.replicas.values())
         if not done:

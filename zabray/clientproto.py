@@ -1,4 +1,4 @@
-"""The client port's wire protocol: CRC-checked frames (``actors.framing``) of msgpack arrays.
+"""The client port's wire protocol: CRC-checked frames (``zabray.framing``) of msgpack arrays.
 
 The first frame on a connection is the handshake ``["zabray-client", 1, ensemble]``; a
 connection naming another ensemble, or sending anything malformed, is dropped.
@@ -7,7 +7,7 @@ Requests:  ``["SUBMIT", rid, value]``, ``["STATUS", rid]``.
 Replies:   ``["COMMITTED", rid, zxid]``, ``["FAILED", rid, reason, uncertain]``,
            ``["STATUS", rid, {...}]``.
 
-ZooKeeper service (only on a ``service: zookeeper`` ensemble, see ``actors.zkservice``):
+ZooKeeper service (only on a ``service: zookeeper`` ensemble, see ``zabray.zk``):
 request ``["ZK", rid, op, args]``; replies ``["ZREPLY", rid, zxid, error, value]`` (error is
 None or ``[code, message, path, index]``) and unsolicited events ``["ZEVENT", kind, args]``
 (watch notifications, session expiry).

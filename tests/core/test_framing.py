@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.framing import (
+from zabray.errors import CodecError
+from zabray.framing import (
     HEADER_SIZE,
     KIND_CHANNEL,
     KIND_ELECTION,
@@ -20,7 +21,6 @@ from actors.framing import (
     encode_frames,
     frame,
 )
-from zabray.errors import CodecError
 from zabray.protocol.codec import decode, encode
 from zabray.protocol.events import ChannelId
 from zabray.protocol.messages import Ack, Commit, Diff, Proposal, Txn

@@ -1,0 +1,166 @@
+"""The services a replica hosts, behind one small interface (``HostedService``).
+
+The replica's shell owns the core and the sockets; a service turns client frames into core
+events and the core's client-facing actions into replies. Neither calls back into the shell:
+``client``/``core``/``tick`` return the core events to run next, and the shell runs them after
+the current step (``ReplicaServer._run``). ``BroadcastService`` (the default) is plain atomic
+broadcast: SUBMIT -> a txn, COMMITTED/FAILED back. ``ZooKeeperService`` hosts the pure
+``zabray.zk.ZkService`` and speaks the bespoke ``ZK`` frames (``zabray.zk.bespoke``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Protocol
+
+from zabray import clientproto as cp
+from zabray.protocol.actions import Action, Committed, Deliver, Failed, SessionsTouched
+from zabray.protocol.events import Event, Submit, TouchSessions
+from zabray.tree import DataTree
+from zabray.zk import ZkService, bespoke
+from zabray.zk import messages as zm
+
+if TYPE_CHECKING:
+    from actors.replica import _ClientConn
+
+
+class HostedService(Protocol):
+    app: Any
+    """The core's state machine (None: the core's own value log)."""
+
+    def client(self, conn: _ClientConn, req: cp.SubmitReq | cp.ZkReq) -> list[Event]: ...
+    def core(self, actions: list[Action]) -> list[Event]: ...
+    def tick(self, serving: bool, leading: bool) -> list[Event]: ...
+    def conn_lost(self, conn: _ClientConn) -> None: ...
+    def status(self) -> dict[str, Any] | None: ...
+
+
+class BroadcastService:
+    """Atomic broadcast of opaque values: each SUBMIT is one txn, answered when it commits here."""
+
+    def __init__(self, stats: dict[str, int]) -> None:
+        self.app = None
+        self.stats = stats
+        self._pending: dict[int, tuple[_ClientConn, int]] = {}
+        self._next_rid = 1
+
+    def client(self, conn: _ClientConn, req: cp.SubmitReq | cp.ZkReq) -> list[Event]:
+        if isinstance(req, cp.ZkReq):
+            conn.send(bespoke.error_reply(req.rid, 0, "BAD_ARGUMENTS", "this ensemble runs service: broadcast"))
+            return []
+        rid = self._next_rid
+        self._next_rid += 1
+        self._pending[rid] = (conn, req.rid)
+        self.stats["submitted"] += 1
+        return [Submit(rid, req.value)]
+
+    def core(self, actions: list[Action]) -> list[Event]:
+        for a in actions:
+            if type(a) is Committed or type(a) is Failed:
+                entry = self._pending.pop(a.request_id, None)
+                if entry is None:
+                    continue
+                conn, client_rid = entry
+                if type(a) is Committed:
+                    self.stats["committed"] += 1
+                    conn.send(cp.CommittedRep(client_rid, int(a.zxid)))
+                else:
+                    self.stats["failed"] += 1
+                    conn.send(cp.FailedRep(client_rid, a.reason, a.uncertain))  # type: ignore[union-attr]
+        return []
+
+    def tick(self, serving: bool, leading: bool) -> list[Event]:
+        return []
+
+    def conn_lost(self, conn: _ClientConn) -> None:
+        pass
+
+    def status(self) -> dict[str, Any] | None:
+        return None
+
+
+class ZooKeeperService:
+    """The ZooKeeper service: connections get small ids, time is the wall clock in ms."""
+
+    def __init__(self, replica: int, stats: dict[str, int]) -> None:
+        now = _now_ms()
+        self.svc = ZkService(replica, DataTree(), now_ms=now, id_salt=0)
+        self.app = self.svc.tree
+        self.stats = stats
+        self._ids: dict[_ClientConn, int] = {}
+        self._conns: dict[int, _ClientConn] = {}
+        self._next_conn = 1
+        self._role = (False, False)
+
+    def _id(self, conn: _ClientConn) -> int:
+        cid = self._ids.get(conn)
+        if cid is None:
+            cid = self._ids[conn] = self._next_conn
+            self._next_conn += 1
+            self._conns[cid] = conn
+        return cid
+
+    def _carry_out(self, actions: list[zm.ServiceAction]) -> list[Event]:
+        events: list[Event] = []
+        for a in actions:
+            t = type(a)
+            if t is zm.SubmitTxn:
+                self.stats["submitted"] += 1
+                events.append(Submit(a.rid, a.request))  # type: ignore[attr-defined]
+            elif t is zm.ReportTouches:
+                events.append(TouchSessions(a.sessions))  # type: ignore[attr-defined]
+            elif t is zm.CloseConn:
+                conn = self._conns.pop(a.conn, None)  # type: ignore[attr-defined]
+                if conn is not None:
+                    self._ids.pop(conn, None)
+                    conn.close()
+            else:
+                conn = self._conns.get(a.conn)  # type: ignore[attr-defined]
+                if conn is not None:
+                    conn.send(bespoke.frame(a))  # type: ignore[arg-type]
+        return events
+
+    def client(self, conn: _ClientConn, req: cp.SubmitReq | cp.ZkReq) -> list[Event]:
+        if isinstance(req, cp.SubmitReq):
+            conn.send(cp.FailedRep(req.rid, "this ensemble runs service: zookeeper (use a session)", False))
+            return []
+        return self._carry_out(self.svc.step(zm.ClientRequest(self._id(conn), req.rid, bespoke.request(req))))
+
+    def core(self, actions: list[Action]) -> list[Event]:
+        step = self.svc.step
+        out: list[zm.ServiceAction] = []
+        for a in actions:
+            t = type(a)
+            if t is Deliver:
+                out += step(zm.TxnDelivered(a.result))  # type: ignore[attr-defined]
+            elif t is Committed:
+                self.stats["committed"] += 1
+                out += step(zm.TxnCommitted(a.request_id, int(a.zxid), a.result))  # type: ignore[attr-defined]
+            elif t is Failed:
+                self.stats["failed"] += 1
+                out += step(zm.TxnFailed(a.request_id, a.reason, a.uncertain))  # type: ignore[attr-defined]
+            elif t is SessionsTouched:
+                out += step(zm.SessionsAlive(a.sessions))  # type: ignore[attr-defined]
+        out += step(zm.StepEnd())
+        return self._carry_out(out)
+
+    def tick(self, serving: bool, leading: bool) -> list[Event]:
+        out: list[zm.ServiceAction] = []
+        if (serving, leading) != self._role:
+            self._role = (serving, leading)
+            out += self.svc.step(zm.RoleChanged(serving, leading))
+        out += self.svc.step(zm.ServiceTick(_now_ms()))
+        return self._carry_out(out)
+
+    def conn_lost(self, conn: _ClientConn) -> None:
+        cid = self._ids.pop(conn, None)
+        if cid is not None:
+            self._conns.pop(cid, None)
+            self._carry_out(self.svc.step(zm.ConnClosed(cid)))
+
+    def status(self) -> dict[str, Any] | None:
+        return self.svc.status()
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

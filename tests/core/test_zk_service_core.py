@@ -1,0 +1,173 @@
+"""The pure ZooKeeper service (``zabray.zk.ZkService``) driven by hand: one replica whose
+"core" commits every submitted request at once, so each test controls exactly when."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zabray.protocol.messages import Txn
+from zabray.tree import DataTree
+from zabray.zk import ZkService
+from zabray.zk import messages as zm
+
+
+class Harness:
+    def __init__(self, leading: bool = True) -> None:
+        self.tree = DataTree()
+        self.svc = ZkService(1, self.tree, now_ms=1000)
+        self.zxid = 0
+        self.held: list[zm.SubmitTxn] = []  # submitted, not yet committed
+        self.out: list[zm.ServiceAction] = []
+        self.feed(zm.RoleChanged(True, leading))
+
+    def feed(self, event: zm.ServiceEvent) -> list[zm.ServiceAction]:
+        acts = self.svc.step(event)
+        self.out += acts
+        self.held += [a for a in acts if type(a) is zm.SubmitTxn]
+        return acts
+
+    def commit(self, n: int | None = None) -> None:
+        """Commit the first ``n`` held requests in one core step (all by default)."""
+        batch, self.held = self.held[:n], self.held[len(self.held[:n]):] if n is not None else []
+        results = []
+        for a in batch:
+            self.zxid += 1
+            value = self.tree.prepare(a.request, self.zxid)
+            results.append((a.rid, self.zxid, self.tree.apply(Txn(self.zxid, value))))
+        for _, _, r in results:
+            self.feed(zm.TxnDelivered(r))
+        for rid, z, r in results:
+            self.feed(zm.TxnCommitted(rid, z, r))
+        self.feed(zm.StepEnd())
+
+    def session(self, conn: int = 1) -> int:
+        self.feed(zm.ClientRequest(conn, 1, zm.Connect(0, 4000, 0)))
+        self.commit()
+        rep = self.replies(conn)[-1]
+        assert rep.error is None
+        return int(rep.value[0])
+
+    def replies(self, conn: int) -> list[zm.Reply]:
+        return [a for a in self.out if type(a) is zm.Reply and a.conn == conn]
+
+    def sent(self, conn: int) -> list[Any]:
+        return [a for a in self.out if getattr(a, "conn", None) == conn]
+
+
+def test_a_read_behind_a_write_waits_for_it_and_replies_leave_in_issue_order() -> None:
+    h = Harness()
+    h.session()
+    h.feed(zm.ClientRequest(1, 2, zm.Create("/a", b"x")))
+    h.feed(zm.ClientRequest(1, 3, zm.GetData("/a")))
+    assert [r.xid for r in h.replies(1)] == [1]  # the read waits behind the write
+    h.commit()
+    reps = h.replies(1)
+    assert [r.xid for r in reps] == [1, 2, 3]
+    assert reps[1].value == "/a" and reps[2].value[0] == b"x" and reps[2].zxid == reps[1].zxid
+
+
+def test_a_write_behind_a_read_is_held_until_the_read_ran() -> None:
+    h = Harness()
+    h.session()
+    h.feed(zm.ClientRequest(1, 2, zm.Create("/a", b"x")))
+    h.feed(zm.ClientRequest(1, 3, zm.Exists("/a")))
+    h.feed(zm.ClientRequest(1, 4, zm.Delete("/a")))
+    assert len(h.held) == 1  # the delete is not submitted while the read waits
+    h.commit()
+    assert len(h.held) == 1
+    h.commit()
+    reps = h.replies(1)
+    assert [r.xid for r in reps] == [1, 2, 3, 4]
+    assert reps[2].value is not None and reps[3].error is None  # the read saw /a before the delete
+
+
+def test_a_watch_fires_once_and_before_the_reply_to_a_later_read() -> None:
+    h = Harness()
+    h.session(1)
+    h.session(2)
+    h.feed(zm.ClientRequest(1, 2, zm.Exists("/w", watch=True)))
+    h.feed(zm.ClientRequest(2, 2, zm.Create("/w", b"1")))
+    h.commit()
+    h.feed(zm.ClientRequest(1, 3, zm.GetData("/w")))
+    h.feed(zm.ClientRequest(2, 3, zm.SetData("/w", b"2")))
+    h.commit()
+    seq = [(type(a).__name__, getattr(a, "xid", None)) for a in h.sent(1)]
+    fired = [a for a in h.sent(1) if type(a) is zm.WatchFired]
+    assert len(fired) == 1 and fired[0].event == "created" and fired[0].path == "/w"
+    assert seq.index(("WatchFired", None)) < seq.index(("Reply", 3))
+
+
+def test_a_refused_write_refuses_everything_after_it_on_the_connection() -> None:
+    h = Harness()
+    h.session()
+    h.feed(zm.ClientRequest(1, 2, zm.Create("/a")))
+    h.feed(zm.ClientRequest(1, 3, zm.Create("/b")))
+    first, second = h.held
+    h.held = [first]
+    h.feed(zm.TxnFailed(second.rid, "no leader is established", uncertain=False))
+    h.feed(zm.StepEnd())
+    h.feed(zm.ClientRequest(1, 4, zm.GetData("/a")))
+    h.commit()
+    reps = {r.xid: r for r in h.replies(1)}
+    assert reps[2].error is None
+    assert reps[3].error is not None and reps[3].error.code == "NOT_READY"
+    assert reps[4].error is not None and reps[4].error.code == "NOT_READY"  # nothing overtakes the refusal
+    assert not h.held
+
+
+def test_connects_are_refused_by_a_replica_behind_the_session_or_not_serving() -> None:
+    h = Harness()
+    sid = h.session()
+    h.feed(zm.ClientRequest(2, 1, zm.Connect(sid, 4000, h.zxid + 5)))
+    assert h.replies(2)[-1].error.code == "BEHIND"  # type: ignore[union-attr]
+    h.feed(zm.RoleChanged(False, False))
+    assert zm.CloseConn(1) in h.out  # a replica leaving broadcast drops its sessions' connections
+    h.feed(zm.ClientRequest(3, 1, zm.Connect(sid, 4000, 0)))
+    assert h.replies(3)[-1].error.code == "NOT_READY"  # type: ignore[union-attr]
+
+
+def test_moving_session_re_registers_watches_and_missed_changes_fire_at_once() -> None:
+    h = Harness()
+    sid = h.session(1)
+    h.session(2)
+    h.feed(zm.ClientRequest(2, 2, zm.Create("/m", b"0")))
+    h.commit()
+    seen = h.zxid
+    h.feed(zm.ConnClosed(1))
+    h.feed(zm.ClientRequest(2, 3, zm.SetData("/m", b"1")))
+    h.commit()
+    h.feed(zm.ClientRequest(3, 1, zm.Connect(sid, 4000, seen, zm.Watches(data=("/m",), exist=("/n",)))))
+    fired = [a for a in h.sent(3) if type(a) is zm.WatchFired]
+    assert [(f.path, f.event) for f in fired] == [("/m", "changed")]
+    h.feed(zm.ClientRequest(2, 4, zm.Create("/n")))
+    h.commit()
+    fired = [a for a in h.sent(3) if type(a) is zm.WatchFired]
+    assert [(f.path, f.event) for f in fired] == [("/m", "changed"), ("/n", "created")]
+
+
+def test_the_leader_expires_a_silent_session_and_its_ephemerals_with_it() -> None:
+    h = Harness()
+    quiet = h.session(1)
+    busy = h.session(2)
+    h.feed(zm.ClientRequest(1, 2, zm.Create("/e", ephemeral=True)))
+    h.commit()
+    h.feed(zm.ConnClosed(1))
+    for t in range(1, 12):  # 5.5 s of ticks; the busy session is heard on every one
+        h.feed(zm.SessionsAlive((busy,)))
+        h.feed(zm.ServiceTick(1000 + 500 * t))
+        h.commit()
+    assert quiet not in h.tree.sessions() and busy in h.tree.sessions()
+    assert h.tree.exists("/e") is None
+
+
+def test_a_new_leader_gives_every_live_session_a_full_timeout() -> None:
+    h = Harness(leading=False)
+    sid = h.session(1)
+    h.feed(zm.ServiceTick(100_000))  # a follower never expires anything
+    assert not h.held
+    h.feed(zm.RoleChanged(True, True))
+    h.feed(zm.ServiceTick(103_000))
+    assert not h.held
+    h.feed(zm.ServiceTick(104_500))
+    h.commit()
+    assert sid not in h.tree.sessions()

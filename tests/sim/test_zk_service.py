@@ -1,0 +1,100 @@
+"""The ZooKeeper service under the simulator: thousands of cheap seeded schedules (crashes,
+restarts, partitions, channel breaks, lost election messages, snapshots) with simulated client
+sessions that pipeline, move, watch, and vanish; every property of ``zabray.sim.zkcheck`` is
+checked after every step. ``ZABRAY_EXHAUSTIVE=1`` multiplies the seed counts.
+
+A failure names the seed; ``zabray sim --service zookeeper --replicas N --steps S --seed X --timeline``
+replays it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+import pytest
+
+from tests.sim.zk_planted import PLANTED
+from zabray.sim.simulator import SimOptions
+from zabray.sim.zksim import ZkSimOptions, run_zk_seed
+from zabray.zk.service import ZkService
+
+SCALE = 10 if os.environ.get("ZABRAY_EXHAUSTIVE") else 1
+ALL = ("crash", "partition", "break", "snapshot", "drop")
+STEPS = 250
+CHEAP = ZkSimOptions(session_timeout_ms=800)
+
+# Seeds that expose a liveness gap in the Zab core, not in the service: after healing, a replica
+# whose acceptedEpoch (3, from an election it started and lost) is above the established
+# leader's epoch (2) refuses every LEADERINFO and never rejoins, while the leader keeps its
+# quorum. Only that liveness violation is tolerated on these seeds; anything else fails.
+KNOWN_CORE_LIVENESS = {54067}
+
+SWEEPS = [
+    # (voters, observers, faults, seeds): 2,100 schedules in all
+    (3, 0, ALL, 1100),
+    (3, 0, ("crash",), 300),
+    (5, 0, ALL, 300),
+    (3, 1, ALL, 250),
+    (1, 0, ALL, 150),
+]
+
+
+def run(seed: int, voters: int = 3, observers: int = 0, faults: tuple[str, ...] = ALL) -> object:
+    return run_zk_seed(seed, SimOptions(voters=voters, observers=observers, steps=STEPS, faults=faults), CHEAP)
+
+
+@pytest.mark.parametrize("voters,observers,faults,seeds", SWEEPS,
+                         ids=[f"{v}v{o}o-{'+'.join(f)}-{n}" for v, o, f, n in SWEEPS])
+def test_random_schedules_keep_every_service_property(voters: int, observers: int, faults: tuple[str, ...],
+                                                      seeds: int, record_property) -> None:  # type: ignore[no-untyped-def]
+    stats: Counter[str] = Counter()
+    failures = []
+    base = 50_000 + 1000 * voters + 100 * observers + len(faults)
+    for seed in range(base, base + seeds * SCALE):
+        r = run(seed, voters, observers, faults)
+        stats.update(r.service)  # type: ignore[attr-defined]
+        stats.update(faults=sum(r.faults.values()))  # type: ignore[attr-defined]
+        if not r.ok:  # type: ignore[attr-defined]
+            props = {v.prop for v in r.violations}  # type: ignore[attr-defined]
+            if seed in KNOWN_CORE_LIVENESS and props == {"liveness"}:
+                continue
+            failures.append(f"seed {seed}: {r.violations[0]}")  # type: ignore[attr-defined]
+    record_property("stats", dict(stats))
+    assert not failures, "\n".join(failures[:10])
+    # The sweep must exercise the service, not idle: calls answered, sessions moving and
+    # watches firing (and, with faults that cost a quorum, sessions expiring).
+    assert stats["ok"] > seeds * 3 and stats["calls"] > seeds * 8
+    assert stats["watches"] > seeds // 10 and stats["vanished"] > seeds // 20
+    if voters > 1:
+        assert stats["moves"] > seeds // 5
+
+
+@pytest.mark.parametrize("bug", sorted(PLANTED))
+def test_planted_service_bugs_are_caught(bug: str, monkeypatch: pytest.MonkeyPatch, record_property) -> None:  # type: ignore[no-untyped-def]
+    """Each broken service is caught within the first sweep's seeds (the note in
+    tests/sim/zk_planted.py records after how many)."""
+    attr, broken = PLANTED[bug]
+    monkeypatch.setattr(ZkService, attr, broken)
+    base = 50_000 + 3000 + len(ALL)
+    for n, seed in enumerate(range(base, base + 1100)):
+        r = run(seed)
+        if not r.ok:  # type: ignore[attr-defined]
+            record_property("caught_after_seeds", n + 1)
+            return
+    pytest.fail(f"planted bug not caught in 1,100 schedules: {bug}")
+
+
+@pytest.mark.xfail(strict=True, reason="Zab core: a replica whose acceptedEpoch is above the established "
+                   "leader's epoch never rejoins (see KNOWN_CORE_LIVENESS)")
+def test_the_known_core_liveness_gap_is_still_there() -> None:
+    assert run(54067).ok  # type: ignore[attr-defined]
+
+
+def test_a_seed_reproduces_exactly() -> None:
+    opts = SimOptions(voters=3, observers=1, steps=400)
+    a = run_zk_seed(777, opts, CHEAP, timeline=True)
+    b = run_zk_seed(777, opts, CHEAP, timeline=True)
+    c = run_zk_seed(778, opts, CHEAP, timeline=True)
+    assert a.timeline == b.timeline and a.service == b.service
+    assert a.timeline != c.timeline

@@ -1,0 +1,24 @@
+"""What a replica's core starts from: the durable part of its state, as recovered from storage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from zabray.protocol.messages import Txn
+from zabray.protocol.zxid import ZERO, Zxid
+
+
+@dataclass(frozen=True, slots=True)
+class DurableState:
+    """What a replica recovers: its epochs, newest valid snapshot, and the log after it."""
+
+    accepted_epoch: int = 0
+    accepted_leader: int = -1
+    current_epoch: int = 0
+    snapshot_zxid: Zxid = ZERO
+    snapshot: bytes | None = None
+    txns: tuple[Txn, ...] = ()
+
+    @property
+    def last_zxid(self) -> Zxid:
+        return self.txns[-1].zxid if self.txns else self.snapshot_zxid

@@ -1,0 +1,446 @@
+"""A ZooKeeper client session as a pure state machine: events in, actions out.
+
+No sockets, clock, thread or randomness: the shell (the asyncio client in ``zabray.session``,
+or the simulator) dials the replicas it is asked to, feeds what arrives, and passes time in
+as ``ClientTick(now_ms)``. The replica order is the shell's to choose (``replicas``).
+
+What it promises:
+- Requests are sent in issue order on one connection at a time (pipelined) and completed in
+  issue order.
+- A request whose fate is unknown (sent, then the connection broke) completes with
+  ``CONNECTION_LOSS``; one refused before it reached the core (``NOT_READY``) is certainly not
+  applied, so it is re-sent, with everything issued after it, on the next connection, until its
+  deadline (then it completes ``NOT_READY``, still certainly not applied).
+- It pings after a third of the timeout idle and moves to another replica after two thirds of it
+  without hearing back; on connecting it re-registers its watches with its last seen zxid, and a
+  replica whose tree is behind that zxid refuses it (``BEHIND``), so it never goes back in time.
+- A watch fires at most once; ``events`` counts notifications handed out, so the shell can wait
+  until every notification received before a reply was dispatched before returning that reply.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from zabray.zk.messages import (
+    ClientOp,
+    CloseSession,
+    Connect,
+    ErrorInfo,
+    Exists,
+    GetChildren,
+    GetData,
+    Ping,
+    Reply,
+    SessionEnded,
+    Watches,
+    WatchFired,
+)
+
+# -- events ----------------------------------------------------------------------------------------
+
+
+class ClientEvent:
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Call(ClientEvent):
+    """The user issues ``op`` (a read or write); ``watch``: register a watch (reads only)."""
+
+    call_id: int
+    op: ClientOp
+    watch: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Dialed(ClientEvent):
+    conn: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConnLost(ClientEvent):
+    """``conn`` broke, or could not be opened."""
+
+    conn: int
+
+
+@dataclass(frozen=True, slots=True)
+class Received(ClientEvent):
+    conn: int
+    msg: Reply | WatchFired | SessionEnded
+
+
+@dataclass(frozen=True, slots=True)
+class ClientTick(ClientEvent):
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Kill(ClientEvent):
+    """Stop dead like a crashed client: no close, every call fails CONNECTION_LOSS."""
+
+
+# -- actions ---------------------------------------------------------------------------------------
+
+
+class ClientAction:
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Dial(ClientAction):
+    conn: int
+    replica: int
+
+
+@dataclass(frozen=True, slots=True)
+class Hangup(ClientAction):
+    conn: int
+
+
+@dataclass(frozen=True, slots=True)
+class SendOp(ClientAction):
+    conn: int
+    xid: int
+    op: ClientOp
+
+
+@dataclass(frozen=True, slots=True)
+class Completed(ClientAction):
+    """Call ``call_id`` is answered; ``events``: notifications handed out before it."""
+
+    call_id: int
+    zxid: int
+    error: ErrorInfo | None
+    value: Any
+    events: int
+
+
+@dataclass(frozen=True, slots=True)
+class Notice(ClientAction):
+    """Watch ``(kind, path)`` fired with ``event``; ``calls`` are the reads that set it."""
+
+    calls: tuple[int, ...]
+    kind: str
+    path: str
+    event: str
+    zxid: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOver(ClientAction):
+    """``expired``: the ensemble ended the session; else the client closed or was killed."""
+
+    expired: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Connected(ClientAction):
+    """The session (re)started on ``replica``; ``first`` for the first time."""
+
+    replica: int
+    session_id: int
+    first: bool
+
+
+_LOSS = "CONNECTION_LOSS"
+
+
+class _Call:
+    __slots__ = ("call_id", "op", "watch", "deadline")
+
+    def __init__(self, call_id: int, op: ClientOp, watch: bool, deadline: int) -> None:
+        self.call_id = call_id
+        self.op = op
+        self.watch = watch
+        self.deadline = deadline
+
+
+class ClientSession:
+    """One session. Feed ``step``; carry out the actions it returns, in order."""
+
+    def __init__(self, replicas: Sequence[int], timeout_ms: int, now_ms: int = 0, *, prefer: int | None = None,
+                 retry_ms: int = 100) -> None:
+        if not replicas:
+            raise ValueError("a session needs at least one replica to connect to")
+        self.replicas = list(replicas)
+        if prefer in self.replicas:
+            self.replicas.remove(prefer)
+            self.replicas.insert(0, prefer)
+        self.timeout_ms = timeout_ms
+        self.now = now_ms
+        self.retry_ms = retry_ms
+        self.session_id = 0
+        self.last_zxid = 0
+        self.expired = False
+        self.closed = False
+        self.moves = 0
+        self.events = 0
+        self.conn: int | None = None  # the serving connection
+        self.dialing: int | None = None  # a connection being opened or asked to connect
+        self.dial_deadline = 0
+        self.connected_to: int | None = None
+        self._next_conn = 1
+        self._next_xid = 1
+        self._turn = 0  # index into replicas of the next to try
+        self._tried = 0  # failed tries since the last success
+        self._retry_at = now_ms
+        self._connect_xid = 0
+        self._dial_replica = -1
+        self.last_heard = now_ms
+        self.last_sent = now_ms
+        self.outbox: deque[_Call] = deque()
+        self.inflight: dict[int, _Call] = {}  # xid -> call, in send order
+        self.watchers: dict[tuple[str, str], tuple[str, list[int]]] = {}  # (table, path) -> (kind, calls)
+        self._out: list[ClientAction] = []
+
+    @property
+    def op_timeout_ms(self) -> int:
+        return max(10_000, 2 * self.timeout_ms)
+
+    # -- the interface ---------------------------------------------------------------------------
+
+    def start(self) -> list[ClientAction]:
+        self._dial()
+        return self._take()
+
+    def step(self, event: ClientEvent) -> list[ClientAction]:
+        match event:
+            case Call(call_id, op, watch):
+                self._call(call_id, op, watch)
+            case Received(conn, msg):
+                self._received(conn, msg)
+            case Dialed(conn):
+                self._dialed(conn)
+            case ConnLost(conn):
+                self._lost(conn)
+            case ClientTick(now_ms):
+                self.now = max(self.now, now_ms)
+                self._tick()
+            case Kill():
+                self._end(ErrorInfo(_LOSS, "session killed"), expired=False)
+            case _:
+                raise TypeError(f"unknown client event {event!r:.80}")
+        return self._take()
+
+    def _take(self) -> list[ClientAction]:
+        out, self._out = self._out, []
+        return out
+
+    @property
+    def over(self) -> bool:
+        return self.expired or self.closed
+
+    # -- connecting --------------------------------------------------------------------------------
+
+    def _dial(self) -> None:
+        if self.over or self.dialing is not None or self.conn is not None:
+            return
+        if self._tried >= len(self.replicas):
+            # A whole round refused us: wait a little before the next.
+            self._tried = 0
+            self._retry_at = self.now + self.retry_ms
+            return
+        if self.now < self._retry_at:
+            return
+        replica = self.replicas[self._turn % len(self.replicas)]
+        self._turn += 1
+        self._tried += 1
+        conn = self._next_conn
+        self._next_conn += 1
+        self.dialing = conn
+        self._dial_replica = replica
+        # Two thirds of the timeout, as for a silent replica: a new session's create must commit
+        # in that time, and giving up sooner only leaves orphan sessions to expire.
+        self.dial_deadline = self.now + max(500, 2 * self.timeout_ms // 3)
+        self._out.append(Dial(conn, replica))
+
+    def _dialed(self, conn: int) -> None:
+        if conn != self.dialing:
+            return
+        w: dict[str, list[str]] = {"data": [], "exist": [], "child": []}
+        for (_table, path), (kind, _) in sorted(self.watchers.items()):
+            w[kind].append(path)
+        xid = self._xid()
+        self._connect_xid = xid
+        self._out.append(SendOp(conn, xid, Connect(self.session_id, self.timeout_ms, self.last_zxid,
+                                                   Watches(tuple(w["data"]), tuple(w["exist"]), tuple(w["child"])))))
+
+    def _give_up_dial(self) -> None:
+        conn = self.dialing
+        if conn is not None:
+            self.dialing = None
+            self._out.append(Hangup(conn))
+        self._dial()
+
+    def _connected(self, conn: int, value: Any) -> None:
+        first = self.session_id == 0
+        if not first:
+            self.moves += 1
+        self.session_id, self.timeout_ms = int(value[0]), int(value[1])
+        self.dialing = None
+        self.conn = conn
+        self.connected_to = self._dial_replica
+        self._tried = 0
+        self.last_heard = self.last_sent = self.now
+        self._out.append(Connected(self._dial_replica, self.session_id, first))
+        self._flush()
+
+    def _xid(self) -> int:
+        x = self._next_xid
+        self._next_xid += 1
+        return x
+
+    # -- requests ----------------------------------------------------------------------------------
+
+    def _call(self, call_id: int, op: ClientOp, watch: bool) -> None:
+        if self.expired:
+            self._complete(_Call(call_id, op, watch, 0), 0,
+                           ErrorInfo("SESSION_EXPIRED", f"session 0x{self.session_id:x} has expired"), None)
+            return
+        if self.closed:
+            self._complete(_Call(call_id, op, watch, 0), 0, ErrorInfo(_LOSS, "the session is closed"), None)
+            return
+        self.outbox.append(_Call(call_id, op, watch, self.now + self.op_timeout_ms))
+        self._flush()
+
+    def _flush(self) -> None:
+        conn = self.conn
+        if conn is None:
+            return
+        while self.outbox:
+            c = self.outbox.popleft()
+            xid = self._xid()
+            self.inflight[xid] = c
+            self.last_sent = self.now
+            self._out.append(SendOp(conn, xid, c.op))
+
+    def _complete(self, c: _Call, zxid: int, error: ErrorInfo | None, value: Any) -> None:
+        self._out.append(Completed(c.call_id, zxid, error, value, self.events))
+
+    def _received(self, conn: int, msg: Reply | WatchFired | SessionEnded) -> None:
+        if conn == self.dialing and type(msg) is Reply and msg.xid == self._connect_xid:
+            if msg.zxid > self.last_zxid and msg.error is None:
+                self.last_zxid = msg.zxid
+            if msg.error is None:
+                self._connected(conn, msg.value)
+            elif msg.error.code == "SESSION_EXPIRED":
+                self._end(ErrorInfo("SESSION_EXPIRED", msg.error.message), expired=True)
+            else:
+                self._give_up_dial()
+            return
+        if conn != self.conn and not (conn == self.dialing and type(msg) is not Reply):
+            return  # (SetWatches fires on the new connection before the connect is answered)
+        self.last_heard = self.now
+        if type(msg) is Reply:
+            if msg.zxid > self.last_zxid:
+                self.last_zxid = msg.zxid
+            c = self.inflight.pop(msg.xid, None)
+            if c is None:
+                return  # a ping
+            err = msg.error
+            if err is not None and err.code == "NOT_READY" and self.now < c.deadline:
+                # Certainly not applied: send it again, and everything after it, elsewhere.
+                again = [c, *self.inflight.values()]
+                self.inflight.clear()
+                self.outbox.extendleft(reversed(again))
+                self._drop_conn(ErrorInfo(_LOSS, "unreachable"))
+                return
+            if err is None and c.watch:
+                op = c.op
+                if type(op) is GetChildren:
+                    self._register("child", op.path, "child", c.call_id)
+                elif type(op) is Exists and msg.value is None:
+                    self._register("data", op.path, "exist", c.call_id)
+                elif type(op) in (GetData, Exists):
+                    self._register("data", op.path, "data", c.call_id)  # type: ignore[union-attr]
+            if err is None and type(c.op) is CloseSession:
+                self._complete(c, msg.zxid, None, msg.value)
+                self._end(ErrorInfo(_LOSS, "the session is closed"), expired=False)
+                return
+            self._complete(c, msg.zxid, err, msg.value)
+        elif type(msg) is WatchFired:
+            if msg.zxid > self.last_zxid:
+                self.last_zxid = msg.zxid
+            entry = self.watchers.pop((msg.kind, msg.path), None)
+            self.events += 1
+            self._out.append(Notice(tuple(entry[1]) if entry else (), msg.kind, msg.path, msg.event, msg.zxid))
+        else:
+            self._end(ErrorInfo("SESSION_EXPIRED", f"session 0x{self.session_id:x} has expired"), expired=True)
+
+    def _register(self, table: str, path: str, kind: str, call_id: int) -> None:
+        old = self.watchers.get((table, path))
+        calls = old[1] if old else []
+        calls.append(call_id)
+        self.watchers[(table, path)] = (kind, calls)
+
+    # -- losing connections, time, the end ----------------------------------------------------------
+
+    def _drop_conn(self, error: ErrorInfo) -> None:
+        """Leave the serving connection: what is in flight has an unknown fate."""
+        conn = self.conn
+        if conn is None:
+            return
+        self.conn = None
+        self.connected_to = None
+        self._out.append(Hangup(conn))
+        inflight = list(self.inflight.values())
+        self.inflight.clear()
+        for c in inflight:
+            self._complete(c, 0, error, None)
+        self._dial()
+
+    def _lost(self, conn: int) -> None:
+        if conn == self.dialing:
+            self.dialing = None
+            self._dial()
+        elif conn == self.conn:
+            self._drop_conn(ErrorInfo(_LOSS, f"connection to replica {self.connected_to} lost"))
+
+    def _tick(self) -> None:
+        if self.over:
+            return
+        now = self.now
+        # Calls never sent that ran out of time: certainly not applied.
+        while self.outbox and self.outbox[0].deadline <= now:
+            c = self.outbox.popleft()
+            self._complete(c, 0, ErrorInfo("NOT_READY", "no replica took the request in time"), None)
+        if self.dialing is not None:
+            if now >= self.dial_deadline:
+                self._give_up_dial()
+            return
+        conn = self.conn
+        if conn is None:
+            self._dial()
+            return
+        t = self.timeout_ms
+        if now - self.last_heard > 2 * t // 3:
+            self._drop_conn(ErrorInfo(_LOSS, f"nothing from replica {self.connected_to} for {now - self.last_heard} ms"))
+            return
+        if now - self.last_sent > t // 3 or now - self.last_heard > t // 3:
+            self.last_sent = now
+            self._out.append(SendOp(conn, self._xid(), Ping()))
+
+    def _end(self, error: ErrorInfo, *, expired: bool) -> None:
+        if self.over:
+            return
+        if expired:
+            self.expired = True
+        else:
+            self.closed = True
+        for conn in (self.conn, self.dialing):
+            if conn is not None:
+                self._out.append(Hangup(conn))
+        self.conn = self.dialing = None
+        self.connected_to = None
+        calls = [*self.inflight.values(), *self.outbox]
+        self.inflight.clear()
+        self.outbox.clear()
+        for c in calls:
+            self._complete(c, 0, error, None)
+        self.watchers.clear()
+        self._out.append(SessionOver(expired))

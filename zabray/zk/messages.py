@@ -1,0 +1,220 @@
+"""What goes in and out of the ZooKeeper service core (``zabray.zk.service``).
+
+Protocol-neutral: requests are ZooKeeper's operations as typed records (writes reuse the data
+tree's ``Create``/``Delete``/``SetData``/``Check``/``Multi``/``Sync``/``CloseSession``),
+replies carry ZooKeeper's error codes and plain values (``Stat``, paths, bytes). A wire
+protocol (today the bespoke msgpack one in ``zabray.zk.bespoke``; later ZooKeeper's jute)
+maps its frames onto these. A connection is an opaque int the host chose.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from zabray.tree import Check, CloseSession, Create, Delete, Multi, SetData, Sync
+
+# -- requests (a client's, on one connection) -----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Watches:
+    """Watches a moving session re-registers (ZooKeeper's SetWatches): paths per kind."""
+
+    data: tuple[str, ...] = ()
+    exist: tuple[str, ...] = ()
+    child: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Connect:
+    """Open (``session_id`` 0) or resume a session; ``last_zxid`` is the newest zxid it saw."""
+
+    session_id: int
+    timeout_ms: int
+    last_zxid: int
+    watches: Watches = Watches()
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class GetData:
+    path: str
+    watch: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Exists:
+    path: str
+    watch: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GetChildren:
+    path: str
+    watch: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Malformed:
+    """A frame the wire protocol could not make a request of: answered BAD_ARGUMENTS in order."""
+
+    message: str
+
+
+Read = GetData | Exists | GetChildren
+Write = Create | Delete | SetData | Check | Multi | Sync | CloseSession
+ClientOp = Connect | Ping | Read | Write | Malformed
+
+
+# -- events into the service ----------------------------------------------------------------------
+
+
+class ServiceEvent:
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConnClosed(ServiceEvent):
+    conn: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClientRequest(ServiceEvent):
+    conn: int
+    xid: int
+    op: ClientOp
+
+
+@dataclass(frozen=True, slots=True)
+class TxnDelivered(ServiceEvent):
+    """The core delivered a txn (``result`` is the tree's ``Result``; None for a replay)."""
+
+    result: Any
+
+
+@dataclass(frozen=True, slots=True)
+class TxnCommitted(ServiceEvent):
+    """This replica's request ``rid`` committed as ``zxid`` (and was delivered here)."""
+
+    rid: int
+    zxid: int
+    result: Any
+
+
+@dataclass(frozen=True, slots=True)
+class TxnFailed(ServiceEvent):
+    """Request ``rid`` did not commit here; ``uncertain``: it may still commit elsewhere."""
+
+    rid: int
+    reason: str
+    uncertain: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SessionsAlive(ServiceEvent):
+    """Leader only: these sessions were heard of (here or at a learner)."""
+
+    sessions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceTick(ServiceEvent):
+    """Time passes: ``now_ms`` (never decreasing) is the only clock the service knows."""
+
+    now_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class RoleChanged(ServiceEvent):
+    """``serving``: the core is in broadcast (leading, following or observing); ``leading``:
+    it is the established leader."""
+
+    serving: bool
+    leading: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StepEnd(ServiceEvent):
+    """Every action of one core step was fed in: reads held behind it may run now."""
+
+
+# -- actions out of the service -------------------------------------------------------------------
+
+
+class ServiceAction:
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    code: str
+    message: str
+    path: str | None = None
+    index: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply(ServiceAction):
+    """The answer to request ``xid`` on ``conn``; ``zxid``: this replica's tree when it was made
+    (the txn's zxid for a write)."""
+
+    conn: int
+    xid: int
+    zxid: int
+    error: ErrorInfo | None
+    value: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class WatchFired(ServiceAction):
+    """``kind`` "data" (get/exists watches) or "child"; ``event`` an ``EventType`` value."""
+
+    conn: int
+    kind: str
+    path: str
+    event: str
+    zxid: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEnded(ServiceAction):
+    """The session on ``conn`` expired (its close committed without the client asking)."""
+
+    conn: int
+    session_id: int
+    zxid: int
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitTxn(ServiceAction):
+    """Hand ``request`` (tree request bytes) to the core as its request ``rid``."""
+
+    rid: int
+    request: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ReportTouches(ServiceAction):
+    """Tell the core these sessions are alive (it forwards them to the leader)."""
+
+    sessions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CloseConn(ServiceAction):
+    conn: int
+
+
+__all__ = [
+    "Check", "CloseSession", "Create", "Delete", "Multi", "SetData", "Sync",
+    "Watches", "Connect", "Ping", "Malformed", "GetData", "Exists", "GetChildren", "Read", "Write", "ClientOp",
+    "ServiceEvent", "ConnClosed", "ClientRequest", "TxnDelivered", "TxnCommitted", "TxnFailed",
+    "SessionsAlive", "ServiceTick", "RoleChanged", "StepEnd",
+    "ServiceAction", "ErrorInfo", "Reply", "WatchFired", "SessionEnded", "SubmitTxn", "ReportTouches",
+    "CloseConn",
+]

@@ -1,0 +1,569 @@
+"""The ZooKeeper service on one replica, pure: sessions, watches, per-connection order, the
+leader's session tracker. Events in (``zabray.zk.messages``), actions out; no clock, socket,
+thread or randomness (time arrives as ``ServiceTick(now_ms)``). The replica's shell
+(``actors.replica``) and the simulator (``zabray.sim.zksim``) host it the same way.
+
+Ordering. Each connection has a FIFO of its requests. Writes (and sync) go to the core at once
+(pipelined: the core forwards a replica's requests in order); a read runs only when it reaches
+the head of its connection's FIFO, after every earlier request of that connection was answered,
+so a read issued after a write sees it (a write is answered only once this replica delivered
+it). Replies leave in issue order. A write issued after a read is held until the read ran:
+the core applies a whole batch of commits before the service hears of them, so a read must
+never wait on its own session's later writes. Reads unblocked by a core step run at
+``StepEnd``, once every ``TxnDelivered`` of the step (and the watches it fires) went out.
+
+Refusals. A write the core refused (``TxnFailed``, not uncertain: certainly not applied) is
+answered ``NOT_READY``, and so is everything after it on that connection: the client retries
+them all, in order, elsewhere, so a later request can never take effect before an earlier one.
+
+Watches. Registered by reads per session; fired on ``TxnDelivered`` as ``WatchFired`` on the
+session's connection, before the answer to any read run afterwards. One-shot. A connection's
+watches go with it; a moving client re-registers them with its last seen zxid and those whose
+change it missed fire at once (ZooKeeper's SetWatches).
+
+Sessions. A new session is a ``create_session`` txn; resuming is refused (``BEHIND``) by a
+replica whose tree is older than the session's last seen zxid, and any connect while not
+serving is refused (``NOT_READY``). Leaving broadcast closes the session connections so clients
+move. Every request or ping touches its session; touches go to the core each tick
+(``ReportTouches``) and reach the leader's service as ``SessionsAlive``. The leading service
+keeps the tracker (session -> deadline), started from the tree's live sessions with fresh
+deadlines when it becomes leader, and expires a silent session by submitting its close.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from zabray.tree import DataTree, EventType, OpCode, Result, ZooKeeperError, validate_path
+from zabray.tree import ops as tops
+from zabray.zk.messages import (
+    Check,
+    ClientOp,
+    ClientRequest,
+    CloseConn,
+    CloseSession,
+    ConnClosed,
+    Connect,
+    Create,
+    Delete,
+    ErrorInfo,
+    Exists,
+    GetChildren,
+    GetData,
+    Malformed,
+    Multi,
+    Ping,
+    Read,
+    Reply,
+    ReportTouches,
+    RoleChanged,
+    ServiceAction,
+    ServiceEvent,
+    ServiceTick,
+    SessionEnded,
+    SessionsAlive,
+    SetData,
+    StepEnd,
+    SubmitTxn,
+    Sync,
+    TxnCommitted,
+    TxnDelivered,
+    TxnFailed,
+    Watches,
+    WatchFired,
+    Write,
+)
+
+log = logging.getLogger(__name__)
+
+MIN_TIMEOUT_MS = 400
+MAX_TIMEOUT_MS = 120_000
+_DATA_EVENTS = (EventType.CREATED, EventType.DELETED, EventType.CHANGED)
+_CHILD_EVENTS = (EventType.CHILD, EventType.DELETED)
+_READS = (GetData, Exists, GetChildren)
+
+
+class _Entry:
+    """One request in a connection's FIFO (or an internal expiry, ``st`` None)."""
+
+    __slots__ = ("xid", "st", "read", "done", "reply", "on_ok", "held")
+
+    def __init__(self, xid: int, st: _Conn | None, read: Read | None = None) -> None:
+        self.xid = xid
+        self.st = st
+        self.read = read
+        self.done = False
+        self.reply: Reply | None = None
+        self.on_ok: Callable[[], None] | None = None
+        self.held: bytes | None = None  # a write held back behind an earlier read
+
+
+class _Conn:
+    __slots__ = ("conn", "session", "queue", "closing", "reads", "refusing")
+
+    def __init__(self, conn: int) -> None:
+        self.conn = conn
+        self.session = 0
+        self.queue: deque[_Entry] = deque()
+        self.closing = False
+        self.reads = 0  # unanswered reads in the queue
+        self.refusing: str | None = None  # why every further request is NOT_READY
+
+
+class ZkService:
+    """One replica's ZooKeeper service. ``step(event)`` returns the actions to carry out, in order.
+
+    ``tree`` is the core's state machine (the service reads it, only the core applies to it).
+    ``id_salt`` keeps session ids unique across a replica's incarnations (the shell passes
+    something that grows, e.g. its start time in ms).
+    """
+
+    def __init__(self, replica: int, tree: DataTree | None = None, *, now_ms: int = 0, id_salt: int = 0) -> None:
+        self.replica = replica
+        self.tree = tree if tree is not None else DataTree()
+        self.now_ms = now_ms
+        self.id_salt = id_salt
+        self.conns: dict[int, _Conn] = {}
+        self.by_session: dict[int, _Conn] = {}
+        self.data_watches: dict[str, set[int]] = {}
+        self.child_watches: dict[str, set[int]] = {}
+        self.pending: dict[int, _Entry] = {}  # core request id -> entry
+        self.touched: set[int] = set()
+        self.tracker: dict[int, int] | None = None  # leader only: session -> deadline (ms)
+        self.expiring: dict[int, int] = {}  # session -> core request id of its close
+        self.serving = False
+        self.leading = False
+        self.dirty: set[int] = set()  # connections to drain at the end of the core step
+        self._next_rid = 1
+        self._counter = 0
+        self._out: list[ServiceAction] = []
+        self.stats = {"sessions_created": 0, "sessions_expired": 0, "reads": 0, "writes": 0,
+                      "watch_events": 0, "refused_behind": 0, "refused_not_ready": 0}
+
+    # -- the interface -----------------------------------------------------------------------
+
+    def step(self, event: ServiceEvent) -> list[ServiceAction]:
+        match event:
+            case ClientRequest(conn, xid, op):
+                self._request(conn, xid, op)
+            case TxnDelivered(result):
+                if result is not None:
+                    self._delivered(result)
+            case TxnCommitted(rid, zxid, result):
+                self._committed(rid, zxid, result)
+            case TxnFailed(rid, reason, uncertain):
+                self._failed(rid, reason, uncertain)
+            case StepEnd():
+                while self.dirty:
+                    conn = min(self.dirty)
+                    self.dirty.discard(conn)
+                    st = self.conns.get(conn)
+                    if st is not None:
+                        self._drain(st)
+            case ConnClosed(conn):
+                self._conn_closed(conn)
+            case SessionsAlive(sessions):
+                self._alive(sessions)
+            case ServiceTick(now_ms):
+                self.now_ms = max(self.now_ms, now_ms)
+                self._tick()
+            case RoleChanged(serving, leading):
+                self._role(serving, leading)
+            case _:
+                raise TypeError(f"unknown service event {event!r:.80}")
+        out, self._out = self._out, []
+        return out
+
+    def status(self) -> dict[str, Any]:
+        return {"digest": self.tree.digest(), "last_zxid": self.tree.last_zxid, "znodes": len(self.tree),
+                "sessions": len(self.tree.sessions()), "connected": len(self.by_session),
+                "tracking": None if self.tracker is None else len(self.tracker), **self.stats}
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def _request(self, conn: int, xid: int, op: ClientOp) -> None:
+        st = self.conns.get(conn)
+        if st is None:
+            st = self.conns[conn] = _Conn(conn)
+        if type(op) is Ping:
+            if st.session:
+                self.touched.add(st.session)
+            self._out.append(Reply(conn, xid, self.tree.last_zxid, None, None))
+            return
+        if st.refusing is not None:
+            self._answer_now(st, xid, ErrorInfo("NOT_READY", st.refusing))
+            return
+        if type(op) is Connect:
+            self._connect(st, xid, op)
+            return
+        if type(op) is Malformed:
+            self._answer_now(st, xid, ErrorInfo("BAD_ARGUMENTS", op.message))
+            return
+        if not st.session:
+            self._answer_now(st, xid, ErrorInfo("SESSION_EXPIRED", "no live session on this connection"))
+            return
+        self.touched.add(st.session)
+        if isinstance(op, _READS):
+            st.queue.append(_Entry(xid, st, op))
+            st.reads += 1
+            self._drain(st)
+        else:
+            self._write(st, xid, op)
+
+    def _answer_now(self, st: _Conn, xid: int, error: ErrorInfo | None, value: Any = None) -> None:
+        e = _Entry(xid, st)
+        st.queue.append(e)
+        self._finish(e, Reply(st.conn, xid, self.tree.last_zxid, error, value))
+
+    def _finish(self, e: _Entry, rep: Reply, defer: bool = False) -> None:
+        e.reply = rep
+        e.done = True
+        st = e.st
+        if st is not None:
+            if defer:
+                # The core applied every txn of this step before the service saw the first
+                # delivery: a read run now could see state whose watches are not sent yet.
+                self.dirty.add(st.conn)
+            else:
+                self._drain(st)
+        elif rep.error is not None:
+            # An internal close (expiry) that failed: the next tick may try again.
+            for s, r in list(self.expiring.items()):
+                if r not in self.pending:
+                    del self.expiring[s]
+
+    def _drain(self, st: _Conn) -> None:
+        q = st.queue
+        while q:
+            e = q[0]
+            if not e.done:
+                if e.read is None:
+                    break
+                self._read(st, e)
+            q.popleft()
+            if e.read is not None:
+                st.reads -= 1
+            assert e.reply is not None
+            self._out.append(e.reply)
+        self._release(st)
+
+    def _release(self, st: _Conn) -> None:
+        """Submit the writes held behind reads that are now answered."""
+        for e in st.queue:
+            if e.read is not None and not e.done:
+                break
+            if e.held is not None:
+                value, e.held = e.held, None
+                self._submit(e, value)
+
+    def _refuse_rest(self, st: _Conn, after: _Entry, why: str) -> None:
+        """``after`` was refused: so is everything behind it not yet submitted, and everything
+        that arrives later, so no later request of the connection takes effect before it."""
+        st.refusing = why
+        behind = False
+        for e in st.queue:
+            if e is after:
+                behind = True
+            elif behind and not e.done and (e.read is not None or e.held is not None):
+                e.held = None
+                e.reply = Reply(st.conn, e.xid, self.tree.last_zxid, ErrorInfo("NOT_READY", why), None)
+                e.done = True
+
+    def _submit(self, e: _Entry, value: bytes) -> int:
+        st = e.st
+        if st is not None and st.refusing is not None:
+            self._finish(e, Reply(st.conn, e.xid, self.tree.last_zxid, ErrorInfo("NOT_READY", st.refusing)))
+            return 0
+        rid = self._next_rid
+        self._next_rid += 1
+        self.pending[rid] = e
+        self._out.append(SubmitTxn(rid, value))
+        return rid
+
+    def _write(self, st: _Conn, xid: int, op: Write) -> None:
+        e = _Entry(xid, st)
+        st.queue.append(e)
+        sid, t = st.session, self.now_ms
+        try:
+            match op:
+                case Create(path, data, ephemeral, sequential):
+                    value = tops.create(path, bytes(data), ephemeral=ephemeral, sequential=sequential,
+                                        session_id=sid, time_ms=t)
+                case Delete(path, version):
+                    value = tops.delete(path, version, session_id=sid, time_ms=t)
+                case SetData(path, data, version):
+                    value = tops.set_data(path, bytes(data), version, session_id=sid, time_ms=t)
+                case Check(path, version):
+                    value = tops.check(path, version, session_id=sid, time_ms=t)
+                case Sync(path):
+                    value = tops.sync(path, session_id=sid, time_ms=t)
+                case Multi(ops):
+                    value = tops.multi(ops, session_id=sid, time_ms=t)
+                case CloseSession():
+                    st.closing = True
+                    value = tops.close_session(sid, time_ms=t)
+                case _:
+                    raise ValueError(f"unknown request {op!r:.40}")
+        except ZooKeeperError as x:
+            self._finish(e, Reply(st.conn, xid, self.tree.last_zxid, ErrorInfo(x.code, x.message, x.path, x.index)))
+            return
+        except (IndexError, TypeError, ValueError, KeyError) as x:
+            self._finish(e, Reply(st.conn, xid, self.tree.last_zxid,
+                                  ErrorInfo("BAD_ARGUMENTS", f"bad {type(op).__name__} request: {x}")))
+            return
+        self.stats["writes"] += 1
+        if st.reads:
+            e.held = value
+        else:
+            self._submit(e, value)
+
+    def _read(self, st: _Conn, e: _Entry) -> None:
+        op = e.read
+        assert op is not None
+        tree = self.tree
+        sid = st.session
+        self.stats["reads"] += 1
+        value: Any = None
+        error = None
+        try:
+            if not sid:
+                e.reply = Reply(st.conn, e.xid, tree.last_zxid, ErrorInfo("SESSION_EXPIRED", "the session expired"))
+                e.done = True
+                return
+            path = validate_path(op.path)
+            if type(op) is GetData:
+                value = tree.get(path)
+                if op.watch:
+                    self.data_watches.setdefault(path, set()).add(sid)
+            elif type(op) is Exists:
+                value = tree.exists(path)
+                if op.watch:
+                    self.data_watches.setdefault(path, set()).add(sid)
+            else:
+                value = (tree.children(path), tree.stat(path))
+                if op.watch:
+                    self.child_watches.setdefault(path, set()).add(sid)
+        except ZooKeeperError as x:
+            error = ErrorInfo(x.code, x.message, x.path, x.index)
+        except (IndexError, TypeError, ValueError) as x:
+            error = ErrorInfo("BAD_ARGUMENTS", f"bad {type(op).__name__} request: {x}")
+        e.reply = Reply(st.conn, e.xid, tree.last_zxid, error, value)
+        e.done = True
+
+    # -- the core's answers ----------------------------------------------------------------------
+
+    def _committed(self, rid: int, zxid: int, result: Result | None) -> None:
+        e = self.pending.pop(rid, None)
+        if e is None:
+            return
+        error = None
+        value: Any = None
+        if result is None or result.ok:
+            if result is not None:
+                value = result.value
+                if result.op == OpCode.CREATE_SESSION:
+                    value = (result.session_id, result.value)
+        else:
+            x = result.error
+            assert x is not None
+            error = ErrorInfo(x.code, x.message, x.path, x.index)
+        if e.on_ok is not None:
+            if error is None:
+                e.on_ok()
+            e.on_ok = None
+        conn = e.st.conn if e.st is not None else -1
+        self._finish(e, Reply(conn, e.xid, int(zxid), error, value), defer=True)
+
+    def _failed(self, rid: int, reason: str, uncertain: bool) -> None:
+        e = self.pending.pop(rid, None)
+        if e is None:
+            return
+        code = "CONNECTION_LOSS" if uncertain else "NOT_READY"
+        st = e.st
+        conn = st.conn if st is not None else -1
+        if st is not None and not uncertain:
+            self.stats["refused_not_ready"] += 1
+            self._refuse_rest(st, e, reason)
+        self._finish(e, Reply(conn, e.xid, self.tree.last_zxid, ErrorInfo(code, reason)), defer=True)
+
+    def _delivered(self, result: Result) -> None:
+        z = result.zxid
+        if result.ok and result.op == OpCode.CLOSE_SESSION:
+            sid = result.session_id
+            self._drop_watches(sid)
+            self.expiring.pop(sid, None)
+            if self.tracker is not None:
+                self.tracker.pop(sid, None)
+            st = self.by_session.pop(sid, None)
+            if st is not None:
+                st.session = 0
+                if not st.closing:
+                    self.stats["sessions_expired"] += 1
+                    self._out.append(SessionEnded(st.conn, sid, z))
+        elif result.ok and result.op == OpCode.CREATE_SESSION:
+            self.stats["sessions_created"] += 1
+            if self.tracker is not None:
+                self.tracker[result.session_id] = self.now_ms + int(result.value)
+        for ch in result.changes:
+            self._fire(ch.path, ch.event, z)
+
+    # -- time, roles and the session tracker -------------------------------------------------------
+
+    def _alive(self, sessions: tuple[int, ...]) -> None:
+        tr = self.tracker
+        if tr is None:
+            return
+        for s in sessions:
+            t = self.tree.session_timeout(s)
+            if t is not None and s not in self.expiring:
+                tr[s] = self.now_ms + t
+
+    def _role(self, serving: bool, leading: bool) -> None:
+        if self.serving and not serving:
+            # ZooKeeper drops its clients when it loses the leader: they move to a serving replica.
+            for st in sorted(self.conns.values(), key=lambda c: c.conn):
+                if st.session:
+                    self._out.append(CloseConn(st.conn))
+                    self._conn_closed(st.conn)
+        self.serving = serving
+        self.leading = leading = serving and leading
+        if not serving:
+            self.touched.clear()
+        if not leading:
+            self.tracker = None
+            self.expiring.clear()
+        elif self.tracker is None:
+            # A new leader: every live session gets a full timeout to reach it.
+            self.tracker = self._start_tracker()
+
+    def _start_tracker(self) -> dict[int, int]:
+        return {s: self.now_ms + t for s, t in self.tree.sessions().items()}
+
+    def _tick(self) -> None:
+        if not self.serving:
+            return
+        if self.touched:
+            self._out.append(ReportTouches(tuple(sorted(self.touched))))
+            self.touched.clear()
+        tracker = self.tracker
+        if tracker is None:
+            return
+        for s, deadline in sorted(tracker.items()):
+            if deadline < self.now_ms and s not in self.expiring:
+                log.info("replica %d: expiring session 0x%x", self.replica, s)
+                self.expiring[s] = self._submit(_Entry(0, None), tops.close_session(s, time_ms=self.now_ms))
+
+    # -- sessions ----------------------------------------------------------------------------------
+
+    def _conn_closed(self, conn: int) -> None:
+        st = self.conns.pop(conn, None)
+        if st is None:
+            return
+        for e in st.queue:
+            e.st = None
+        st.queue.clear()
+        self.dirty.discard(conn)
+        if st.session and self.by_session.get(st.session) is st:
+            del self.by_session[st.session]
+            self._drop_watches(st.session)
+
+    def _connect(self, st: _Conn, xid: int, op: Connect) -> None:
+        if not self.serving:
+            self.stats["refused_not_ready"] += 1
+            self._answer_now(st, xid, ErrorInfo("NOT_READY", f"replica {self.replica} is not serving"))
+            return
+        if op.last_zxid > self.tree.last_zxid:
+            self.stats["refused_behind"] += 1
+            self._answer_now(st, xid, ErrorInfo(
+                "BEHIND", f"replica {self.replica} has seen 0x{self.tree.last_zxid:x}, "
+                f"the session has seen 0x{op.last_zxid:x}"))
+            return
+        if st.session:
+            self._answer_now(st, xid, ErrorInfo("BAD_ARGUMENTS", "this connection already has a session"))
+            return
+        timeout = max(MIN_TIMEOUT_MS, min(MAX_TIMEOUT_MS, op.timeout_ms))
+        sid = op.session_id
+        if sid == 0:
+            sid = self._new_session_id()
+            e = _Entry(xid, st)
+            st.queue.append(e)
+            e.on_ok = lambda: self._bind(st, sid, Watches(), 0)
+            self._submit(e, tops.create_session(sid, timeout, time_ms=self.now_ms))
+            return
+        live = self.tree.session_timeout(sid)
+        if live is None:
+            self._answer_now(st, xid, ErrorInfo("SESSION_EXPIRED", f"session 0x{sid:x} has expired"))
+            return
+        self._bind(st, sid, op.watches, op.last_zxid)
+        self.touched.add(sid)
+        self._answer_now(st, xid, None, (sid, live))
+
+    def _bind(self, st: _Conn, sid: int, watches: Watches, last_zxid: int) -> None:
+        if st.conn not in self.conns:
+            return  # the connection went away before its session was created
+        old = self.by_session.get(sid)
+        if old is not None and old is not st:
+            old.session = 0
+            self._out.append(CloseConn(old.conn))
+            self._conn_closed(old.conn)
+        self._drop_watches(sid)
+        st.session = sid
+        self.by_session[sid] = st
+        tree = self.tree
+        z = tree.last_zxid
+        # ZooKeeper's SetWatches: fire at once what changed since the session last looked.
+        for path in watches.data:
+            stat = tree.exists(path)
+            if stat is None:
+                self._send_event(st, "data", path, "deleted", z)
+            elif stat.mzxid > last_zxid:
+                self._send_event(st, "data", path, "changed", z)
+            else:
+                self.data_watches.setdefault(path, set()).add(sid)
+        for path in watches.exist:
+            if tree.exists(path) is not None:
+                self._send_event(st, "data", path, "created", z)
+            else:
+                self.data_watches.setdefault(path, set()).add(sid)
+        for path in watches.child:
+            stat = tree.exists(path)
+            if stat is None:
+                self._send_event(st, "child", path, "deleted", z)
+            elif stat.pzxid > last_zxid:
+                self._send_event(st, "child", path, "child", z)
+            else:
+                self.child_watches.setdefault(path, set()).add(sid)
+
+    def _new_session_id(self) -> int:
+        self._counter = (self._counter + 1) & 0xFFFF
+        return (self.replica & 0x7F) << 56 | ((self.now_ms + self.id_salt) & ((1 << 40) - 1)) << 16 | self._counter
+
+    # -- watches -----------------------------------------------------------------------------------
+
+    def _drop_watches(self, sid: int) -> None:
+        for table in (self.data_watches, self.child_watches):
+            for path in [p for p, s in table.items() if sid in s]:
+                s = table[path]
+                s.discard(sid)
+                if not s:
+                    del table[path]
+
+    def _send_event(self, st: _Conn, kind: str, path: str, event: str, zxid: int) -> None:
+        self.stats["watch_events"] += 1
+        self._out.append(WatchFired(st.conn, kind, path, event, zxid))
+
+    def _fire(self, path: str, ev: EventType, zxid: int) -> None:
+        if ev in _DATA_EVENTS:
+            for s in sorted(self.data_watches.pop(path, ())):
+                st = self.by_session.get(s)
+                if st is not None:
+                    self._send_event(st, "data", path, ev.value, zxid)
+        if ev in _CHILD_EVENTS:
+            for s in sorted(self.child_watches.pop(path, ())):
+                st = self.by_session.get(s)
+                if st is not None:
+                    self._send_event(st, "child", path, ev.value, zxid)
+
