@@ -73,8 +73,15 @@ class ZkChecker:
         self.done = 0  # G entries applied to the reference tree
         self.digests: dict[int, str] = {0: self.ref.digest()}
         self.results: dict[int, Result] = {}
-        root = self.ref.exists("/")
-        self.hist: dict[str, list[_PathState]] = {"/": [_PathState(0, root, b"", ())]}
+        # A fresh tree is not empty: ZooKeeper's /zookeeper subtree is there from the start.
+        self.hist: dict[str, list[_PathState]] = {}
+        todo = ["/"]
+        while todo:
+            p = todo.pop()
+            kids = tuple(self.ref.children(p))
+            data, stat = self.ref.get(p)
+            self.hist[p] = [_PathState(0, stat, data, kids)]
+            todo += [("" if p == "/" else p) + "/" + k for k in kids]
         self.fires: dict[tuple[str, str], list[int]] = {}
         self.applied_tags: set[bytes] = set()
         self.refused_tags: dict[bytes, str] = {}
