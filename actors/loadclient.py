@@ -62,6 +62,8 @@ class LoadClient:
         self.session: Any = None
         self.znodes: list[str] = []
         self.counter = 0
+        self.t_start = 0.0
+        self._started = asyncio.Event()
 
     def _refresh(self) -> dict[int, tuple[str, int]]:
         """Where the replicas listen now (a restarted one moves): a control-plane call."""
@@ -106,13 +108,22 @@ class LoadClient:
         """Operations completed ``ok`` so far in the current run (for progress bars)."""
         return self.ok
 
-    async def run(self, start_at: float, measure_at: float, stop_at: float) -> dict[str, Any]:
-        """Wait until wall-clock ``start_at``, keep ``in_flight`` ops going until ``stop_at``;
-        returns every op and the CPU this process used between ``measure_at`` and ``stop_at``."""
+    async def started(self) -> float:
+        """Wall-clock time the current ``run`` started (waits for it to start)."""
+        await self._started.wait()
+        return self.t_start
+
+    async def run(self, warmup: float, duration: float) -> dict[str, Any]:
+        """Keep ``in_flight`` ops going from now for ``warmup + duration`` s; returns every op and
+        the CPU this process used in the last ``duration`` s. Each client starts when the call
+        reaches it (control calls can be slow on a loaded cluster); the driver measures over the
+        window all clients share."""
         self.ok = 0
         recs: dict[str, list[Any]] = {k: [] for k in ("invoke", "complete", "outcome", "op", "zxid", "digest")}
         cpu: dict[str, float] = {}
-        await asyncio.sleep(max(0.0, start_at - time.time()))
+        self.t_start = time.time()
+        measure_at, stop_at = self.t_start + warmup, self.t_start + warmup + duration
+        self._started.set()
 
         async def mark_cpu() -> None:
             await asyncio.sleep(max(0.0, measure_at - time.time()))
@@ -147,9 +158,11 @@ class LoadClient:
                     await asyncio.sleep(0.02)  # no busy loop against a down ensemble
 
         await asyncio.gather(*(worker(i) for i in range(self.in_flight)))
-        end_cpu = time.process_time()
+        end_cpu, t_end = time.process_time(), time.time()
         marker.cancel()
+        self._started.clear()
         return {"index": self.index, "records": recs, "cpu_s": end_cpu - cpu.get("start", end_cpu),
+                "cpu_span": t_end - measure_at, "start": self.t_start, "measure_at": measure_at, "end": t_end,
                 "node": ray.get_runtime_context().get_node_id()}
 
     async def _op(self, slot: int, is_read: bool, value: bytes) -> int | None:
@@ -173,3 +186,10 @@ class LoadClient:
                 await asyncio.get_running_loop().run_in_executor(None, self.session.close)
             except Exception:  # the ensemble is gone already; nothing to release
                 pass
+
+
+class CpuProbe:
+    """Reads the CPU time of processes on its node (replicas), for experiments' CPU columns."""
+
+    async def cpu(self, pids: list[int]) -> dict[int, float]:
+        return proc_cpu(pids)

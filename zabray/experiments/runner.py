@@ -15,6 +15,7 @@ import logging
 import os
 import platform
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,20 +77,15 @@ def _alive_nodes() -> list[str]:
     return sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
 
 
-def _replica_cpu(ens: Ensemble) -> dict[int, float]:
-    """CPU seconds each live replica process has used, read on its own node by a small task."""
+def _replica_cpu(ens: Ensemble, probes: dict[str, Any]) -> dict[int, float]:
+    """CPU seconds each live replica process has used, read on its own node by a probe actor."""
     import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    from actors.loadclient import proc_cpu
 
     by_node: dict[str, dict[int, int]] = {}
     for s in ens.status():
-        if s.alive and s.pid and s.raw.get("node"):
+        if s.alive and s.pid and s.raw.get("node") in probes:
             by_node.setdefault(str(s.raw["node"]), {})[int(s.pid)] = s.sid
-    task = ray.remote(proc_cpu)
-    refs = {node: task.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True))
-            .remote(list(pids)) for node, pids in by_node.items()}
+    refs = {node: probes[node].cpu.remote(list(pids)) for node, pids in by_node.items()}
     out: dict[int, float] = {}
     for node, ref in refs.items():
         try:
@@ -108,10 +104,13 @@ class _Pool:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        from actors.loadclient import LoadClient
+        from actors.loadclient import CpuProbe, LoadClient
 
         self.ens = ens
         replica_nodes = {str(s.raw.get("node")) for s in ens.status()}
+        self.probes = {node: ray.remote(CpuProbe).options(
+            num_cpus=0, max_concurrency=10, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+        ).remote() for node in replica_nodes}
         nodes = _alive_nodes()
         free = [n for n in nodes if n not in replica_nodes]
         self.nodes = free or nodes
@@ -135,6 +134,8 @@ class _Pool:
             except Exception:  # an actor whose node is gone
                 pass
             ray.kill(a)
+        for p in self.probes.values():
+            ray.kill(p)
 
 
 class _Timeline:
@@ -224,23 +225,33 @@ def _run_point(pool: _Pool, ens: Ensemble, exp: Experiment, point: Point, rep: i
     actors = pool.actors[: point.clients]
     ray.get([a.configure.remote(point.in_flight, point.read_fraction, point.value_size) for a in actors],
             timeout=120)
-    start_at = time.time() + 1.0
-    m0 = start_at + exp.warmup
-    m1 = m0 + exp.duration
-    cpu0 = _replica_cpu(ens)
-    cpu_t0 = None
-    refs = [a.run.remote(start_at, m0, m1) for a in actors]
+    refs = [a.run.remote(exp.warmup, exp.duration) for a in actors]
+    starts = ray.get([a.started.remote() for a in actors], timeout=300)
+    start_at = min(starts)
+    m0 = max(starts) + exp.warmup
+    m1 = m0 + exp.duration  # narrowed below to the window every client covered
     tl = _Timeline(ens)
-    steps = list(exp.faults)
+    cpu0: dict[int, float] = {}
+    cpu_t0: list[float] = []
+
+    def faults_and_cpu() -> None:
+        # Its own thread: slow control calls in the polling loop never delay a fault.
+        for step in [None, *exp.faults]:
+            at = m0 + (step.at if step is not None else 0.0)
+            time.sleep(max(0.0, at - time.time()))
+            if step is None:
+                cpu0.update(_replica_cpu(ens, pool.probes))
+                cpu_t0.append(time.time())
+            else:
+                tl.apply(step)
+
+    driver = threading.Thread(target=faults_and_cpu, name="experiment-faults", daemon=True)
+    driver.start()
     bar = _bar(exp.warmup + exp.duration, f"{exp.name} {point.label()} rep {rep + 1}", progress)
     last_ok, last_t = 0, time.time()
     pending = list(refs)
     while pending:
         now = time.time()
-        while steps and now >= m0 + steps[0].at:
-            tl.apply(steps.pop(0))
-        if cpu_t0 is None and now >= m0:
-            cpu0, cpu_t0 = _replica_cpu(ens), time.time()
         alive = set(_alive_nodes())
         for node, sids in list(node_watch.items()):
             if node not in alive:
@@ -256,8 +267,10 @@ def _run_point(pool: _Pool, ens: Ensemble, exp: Experiment, point: Point, rep: i
             last_ok, last_t = ok, now
             bar.n = round(min(max(0.0, now - start_at), exp.warmup + exp.duration), 1)
             bar.set_postfix_str(f"{rate:,.0f} ops/s")
+            bar.refresh()
         _, pending = ray.wait(pending, timeout=0.5, num_returns=len(pending))
-    cpu1, cpu_t1 = _replica_cpu(ens), time.time()
+    driver.join(120)
+    cpu1, cpu_t1 = _replica_cpu(ens, pool.probes), time.time()
     if bar is not None:
         bar.n = bar.total
         bar.close()
@@ -268,15 +281,17 @@ def _run_point(pool: _Pool, ens: Ensemble, exp: Experiment, point: Point, rep: i
         except Exception as e:  # its node went away: the others' numbers still stand
             log.warning("a load client died: %s", type(e).__name__)
             lost += 1
+    if results:
+        m1 = max(m0 + 0.1 * exp.duration, min(r["end"] for r in results))
     tl.undo_all()
     ops = metrics.ops_frame(results)
     row: dict[str, Any] = {"experiment": exp.name, "service": exp.service, "rep": rep,
                            "voters": point.voters, "observers": point.observers,
                            "read_fraction": point.read_fraction, "value_size": point.value_size,
-                           "clients": point.clients, "in_flight": point.in_flight, "duration_s": exp.duration}
+                           "clients": point.clients, "in_flight": point.in_flight, "duration_s": m1 - m0}
     row.update(metrics.summary(ops, m0, m1))
-    span = max(1e-6, cpu_t1 - (cpu_t0 or m0))
-    client_cores = [r["cpu_s"] / exp.duration for r in results]
+    span = max(1e-6, cpu_t1 - (cpu_t0[0] if cpu_t0 else m0))
+    client_cores = [r["cpu_s"] / max(1e-6, r["cpu_span"]) for r in results]
     replica_cores = {s: (cpu1[s] - cpu0.get(s, 0.0)) / span for s in cpu1 if s in cpu0}
     leader = ens.leader()
     rec = metrics.recoveries(ops, tl.marks, m0, m1, exp.bucket)
@@ -291,7 +306,7 @@ def _run_point(pool: _Pool, ens: Ensemble, exp: Experiment, point: Point, rep: i
         "faults": [m["what"] for m in rec],
         "recovery_s": [float(m["recovered_s"]) for m in rec],
         "stall_s": [float(m["stall_s"]) for m in rec],
-        "m0": m0, "m1": m1,
+        "m0": m0, "m1": m1, "t0": start_at,
     })
     return row, ops, rec
 
@@ -359,7 +374,7 @@ def run(exp: Experiment | str | os.PathLike[str] | dict[str, Any], *, address: s
                     row.update({"point": point_no, "run_dir": str(ens_run), **machine, **cluster})
                     rows.append(row)
                     _write_client_trace(ens_run, ens_name, pool.sessions, ops)
-                    ser = metrics.timeline(ops, row["m0"] - exp.warmup, row["m0"], row["m1"], exp.bucket)
+                    ser = metrics.timeline(ops, row["t0"], row["m0"], row["m1"], exp.bucket)
                     ser = ser.assign(point=point_no, rep=rep, voters=voters, observers=observers,
                                      read_fraction=point.read_fraction, clients=point.clients)
                     series.append(ser)
