@@ -17,6 +17,7 @@ import platform
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -219,7 +220,8 @@ def _bar(total: float, desc: str, enabled: bool) -> Any:
 
 
 def _run_point(pool: _Pool, ens: Ensemble, exp: Experiment, point: Point, rep: int, progress: bool,
-               node_watch: dict[str, set[int]]) -> tuple[dict[str, Any], pd.DataFrame, list[dict[str, Any]]]:
+               node_watch: dict[str, set[int]], at_start: Callable[[Ensemble], None] | None = None,
+               ) -> tuple[dict[str, Any], pd.DataFrame, list[dict[str, Any]]]:
     import ray
 
     actors = pool.actors[: point.clients]
@@ -242,6 +244,8 @@ def _run_point(pool: _Pool, ens: Ensemble, exp: Experiment, point: Point, rep: i
             if step is None:
                 cpu0.update(_replica_cpu(ens, pool.probes))
                 cpu_t0.append(time.time())
+                if at_start is not None:
+                    at_start(ens)
             else:
                 tl.apply(step)
 
@@ -327,9 +331,11 @@ def _write_client_trace(run_dir: Path, ens_name: str, sessions: list[int], ops: 
 
 
 def run(exp: Experiment | str | os.PathLike[str] | dict[str, Any], *, address: str | None = None,
-        out: str | os.PathLike[str] = "runs/experiments", progress: bool = True, **overrides: Any) -> ExperimentResult:
+        out: str | os.PathLike[str] = "runs/experiments", progress: bool = True,
+        at_start: Callable[[Ensemble], None] | None = None, **overrides: Any) -> ExperimentResult:
     """Run every point of ``exp`` (an ``Experiment``, a YAML path or name, or a mapping) on the
-    Ray cluster at ``address`` (default: ``RAY_ADDRESS`` or a local one)."""
+    Ray cluster at ``address`` (default: ``RAY_ADDRESS`` or a local one). ``at_start(ensemble)``
+    is called as each measured window opens (custom faults, such as taking a node away)."""
     if not isinstance(exp, Experiment):
         exp = Experiment.load(exp, **overrides)
     elif overrides:
@@ -370,7 +376,7 @@ def run(exp: Experiment | str | os.PathLike[str] | dict[str, Any], *, address: s
                     for s in ens.status():
                         watch.setdefault(str(s.raw.get("node")), set()).add(s.sid)
                     ens.wait_for_leader(120)
-                    row, ops, rec = _run_point(pool, ens, exp, point, rep, progress, watch)
+                    row, ops, rec = _run_point(pool, ens, exp, point, rep, progress, watch, at_start)
                     row.update({"point": point_no, "run_dir": str(ens_run), **machine, **cluster})
                     rows.append(row)
                     _write_client_trace(ens_run, ens_name, pool.sessions, ops)
