@@ -34,6 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a key (YAML value)")
     v.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS or a local one)")
     v.add_argument("--out", default="runs/experiments", help="where run directories go")
+    v.add_argument("--ensemble", default=None, metavar="NAME",
+                   help="load a running ensemble (zabray up --name NAME) instead of starting one per size")
     v.add_argument("--no-progress", action="store_true")
     v.set_defaults(func=lambda a: _guard(_run, a))
 
@@ -88,7 +90,8 @@ def _validate(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from zabray.experiments.runner import run
 
-    res = run(_load(args), address=args.address, out=args.out, progress=not args.no_progress)
+    res = run(_load(args), address=args.address, out=args.out, progress=not args.no_progress,
+              ensemble=args.ensemble)
     import pandas as pd
 
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.precision", 2):

@@ -332,10 +332,13 @@ def _write_client_trace(run_dir: Path, ens_name: str, sessions: list[int], ops: 
 
 def run(exp: Experiment | str | os.PathLike[str] | dict[str, Any], *, address: str | None = None,
         out: str | os.PathLike[str] = "runs/experiments", progress: bool = True,
-        at_start: Callable[[Ensemble], None] | None = None, **overrides: Any) -> ExperimentResult:
+        at_start: Callable[[Ensemble], None] | None = None, ensemble: str | None = None,
+        **overrides: Any) -> ExperimentResult:
     """Run every point of ``exp`` (an ``Experiment``, a YAML path or name, or a mapping) on the
     Ray cluster at ``address`` (default: ``RAY_ADDRESS`` or a local one). ``at_start(ensemble)``
-    is called as each measured window opens (custom faults, such as taking a node away)."""
+    is called as each measured window opens (custom faults, such as taking a node away).
+    ``ensemble`` names a running ensemble (``zabray up --name N``) to load instead of starting
+    one per shape; its sizes must match the experiment's, and it is left running."""
     if not isinstance(exp, Experiment):
         exp = Experiment.load(exp, **overrides)
     elif overrides:
@@ -350,12 +353,23 @@ def run(exp: Experiment | str | os.PathLike[str] | dict[str, Any], *, address: s
     for p in exp.points():
         shapes.setdefault((p.voters, p.observers), []).append(p)
     point_no = 0
+    if ensemble is not None and len(shapes) > 1:
+        raise ConfigError("an experiment on a running ensemble cannot sweep 'voters' or 'observers'")
     for (voters, observers), points in shapes.items():
-        ens_name = f"{exp.name}-{voters}v{observers}o-{os.getpid() % 10000}"
-        ens_run = run_dir / f"{voters}v{observers}o"
-        data_dir = exp.ensemble.get("data_dir", str(Path("/tmp/zabray/data") / run_dir.name))
-        ens = Ensemble.start(voters, observers, name=ens_name, run_dir=str(ens_run),
-                             **{**exp.ensemble, "data_dir": data_dir, "service": exp.service})
+        if ensemble is not None:
+            ens = Ensemble.connect(ensemble, address=address)
+            ens_name, ens_run = ensemble, Path(ens.info["run_dir"])
+            have = (len(ens.info["voters"]), len(ens.info["observers"]))
+            service = ens.info.get("config", {}).get("service")
+            if have != (voters, observers) or service != exp.service:
+                raise ConfigError(f"ensemble {ensemble!r} has {have[0]} voters, {have[1]} observers, service "
+                                  f"{service}; the experiment wants {voters}, {observers}, {exp.service}")
+        else:
+            ens_name = f"{exp.name}-{voters}v{observers}o-{os.getpid() % 10000}"
+            ens_run = run_dir / f"{voters}v{observers}o"
+            data_dir = exp.ensemble.get("data_dir", str(Path("/tmp/zabray/data") / run_dir.name))
+            ens = Ensemble.start(voters, observers, name=ens_name, run_dir=str(ens_run),
+                                 **{**exp.ensemble, "data_dir": data_dir, "service": exp.service})
         runs.append(str(ens_run))
         pool = None
         try:
@@ -390,7 +404,10 @@ def run(exp: Experiment | str | os.PathLike[str] | dict[str, Any], *, address: s
         finally:
             if pool is not None:
                 pool.close()
-            ens.stop()
+            if ensemble is None:
+                ens.stop()
+            else:
+                ens.close()
     df = pd.DataFrame(rows)
     tl = pd.concat(series, ignore_index=True) if series else pd.DataFrame()
     mk = pd.DataFrame(marks)
