@@ -70,7 +70,7 @@ class LoadClient:
         from actors.controller import controller_name
 
         ctl = ray.get_actor(controller_name(self.ensemble), namespace=NAMESPACE)
-        info = ray.get(ctl.describe.remote(), timeout=10)
+        info: Any = ray.get(ctl.describe.remote(), timeout=10)
         return {int(s): (a[0], int(a[1])) for s, a in info["clients"].items()}
 
     async def prepare(self) -> dict[str, Any]:

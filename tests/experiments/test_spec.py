@@ -84,4 +84,5 @@ def test_metrics_from_records() -> None:
     assert rec["recovered_s"] == pytest.approx(1.5, abs=0.01)
     assert percentile([1, 2, 3, 4], 50) == 2
     assert limit([0.95], [0.4]) == "clients" and limit([0.2], [0.9]) == "replicas"
-    assert limit([0.2], [0.3]) == "neither saturated"
+    assert limit([0.2], [0.3]) == "latency (fsync, round trips)"
+    assert limit([0.2], [0.3], contended=True) == "machine CPU (contended)"

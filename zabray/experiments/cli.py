@@ -92,7 +92,7 @@ def _run(args: argparse.Namespace) -> int:
 
     res = run(_load(args), address=args.address, out=args.out, progress=not args.no_progress,
               ensemble=args.ensemble)
-    import pandas as pd
+    import pandas as pd  # type: ignore[import-untyped]
 
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.precision", 2):
         print(res.df[[c for c in SUMMARY if c in res.df]].to_string(index=False))

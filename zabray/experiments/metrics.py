@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import pandas as pd
+import pandas as pd  # type: ignore[import-untyped]
 
 READ_OPS = ("get", "read", "exists", "children")
 
@@ -108,10 +108,12 @@ def recoveries(ops: pd.DataFrame, marks: list[dict[str, Any]], m0: float, m1: fl
     return out
 
 
-def limit(client_cores: list[float], replica_cores: list[float], saturated: float = 0.85) -> str:
+def limit(client_cores: list[float], replica_cores: list[float], saturated: float = 0.85,
+          contended: bool = False) -> str:
     """Which side was the limit: a Python client or replica is one event loop, so a process near
-    one full core (``saturated``) is the bottleneck. Neither near it: the machine's CPU was
-    shared (contention) or the run was latency-bound."""
+    one full core (``saturated``) is the bottleneck. Neither near it: with ``contended`` (more
+    runnable work than cores on the host) the machine's CPU was the limit, shared with everything
+    else; otherwise the run was bound by latency (fsync, round trips), not by CPU."""
     c = max(client_cores, default=0.0)
     r = max(replica_cores, default=0.0)
     if c >= saturated and c >= r:
@@ -120,4 +122,4 @@ def limit(client_cores: list[float], replica_cores: list[float], saturated: floa
         return "replicas"
     if c >= saturated:
         return "clients"
-    return "neither saturated"
+    return "machine CPU (contended)" if contended else "latency (fsync, round trips)"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import pandas as pd
+import pandas as pd  # type: ignore[import-untyped]
 
 
 def _fig(ncols: int = 1, width: float = 6.0) -> tuple[Any, Any]:
@@ -20,8 +20,14 @@ def _fig(ncols: int = 1, width: float = 6.0) -> tuple[Any, Any]:
     return plt.subplots(1, ncols, figsize=(width * ncols, 3.8), squeeze=False)
 
 
-def _done(fig: Any, path: str | os.PathLike[str] | None) -> Any:
-    fig.tight_layout()
+def _done(fig: Any, path: str | os.PathLike[str] | None, df: pd.DataFrame | None = None) -> Any:
+    """Lay out, note where it was measured (host, cores, load; Ray nodes), save if asked."""
+    if df is not None and not df.empty and "host" in df:
+        r = df.iloc[0]
+        fig.text(0.01, 0.005, f"measured on {r.host}: {r.cpus} CPUs, load average {df.load1.min():.0f}-"
+                 f"{df.load1.max():.0f}; {r.nodes} Ray node(s), {r.cluster_cpus:g} Ray CPUs", fontsize=7,
+                 color="grey")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
     if path is not None:
         fig.savefig(path, dpi=80)
     return fig
@@ -41,11 +47,12 @@ def throughput_vs_reads(df: pd.DataFrame, path: str | os.PathLike[str] | None = 
         a.errorbar(x, m["mean"], yerr=[m["mean"] - m["min"], m["max"] - m["mean"]], marker="o", capsize=3,
                    label=f"{n} replicas")
     a.set_xlabel("reads (%)")
-    a.set_ylabel("operations/s")
+    a.set_ylabel("operations/s (log scale)")
+    a.set_yscale("log")
     a.set_title(title or "Throughput vs read percentage (cf. ZooKeeper paper Fig. 5)")
     a.legend()
     a.grid(alpha=0.3)
-    return _done(fig, path)
+    return _done(fig, path, df)
 
 
 def size_scaling(df: pd.DataFrame, path: str | os.PathLike[str] | None = None, title: str = "") -> Any:
@@ -64,7 +71,7 @@ def size_scaling(df: pd.DataFrame, path: str | os.PathLike[str] | None = None, t
     for a in ax[0]:
         a.legend(fontsize=8)
         a.grid(alpha=0.3)
-    return _done(fig, path)
+    return _done(fig, path, df)
 
 
 def clients_scaling(df: pd.DataFrame, path: str | os.PathLike[str] | None = None, title: str = "") -> Any:
@@ -81,11 +88,11 @@ def clients_scaling(df: pd.DataFrame, path: str | os.PathLike[str] | None = None
     for a in ax[0]:
         a.legend(fontsize=8)
         a.grid(alpha=0.3)
-    return _done(fig, path)
+    return _done(fig, path, df)
 
 
 def timeline(tl: pd.DataFrame, marks: pd.DataFrame | None = None, path: str | os.PathLike[str] | None = None,
-             title: str = "", point: int | None = None, rep: int = 0) -> Any:
+             title: str = "", point: int | None = None, rep: int = 0, df: pd.DataFrame | None = None) -> Any:
     """ZooKeeper paper Fig. 8: throughput over time with each fault and its recovery marked."""
     fig, ax = _fig(1, 9.0)
     a = ax[0][0]
@@ -106,7 +113,7 @@ def timeline(tl: pd.DataFrame, marks: pd.DataFrame | None = None, path: str | os
           title=title or "Throughput with failures (cf. ZooKeeper paper Fig. 8)")
     a.legend(fontsize=8)
     a.grid(alpha=0.3)
-    return _done(fig, path)
+    return _done(fig, path, df)
 
 
 def observers(df: pd.DataFrame, path: str | os.PathLike[str] | None = None, title: str = "") -> Any:
@@ -121,4 +128,4 @@ def observers(df: pd.DataFrame, path: str | os.PathLike[str] | None = None, titl
     a.set(xlabel="observers", ylabel="operations/s", title=title or "Adding observers")
     a.legend(fontsize=8)
     a.grid(alpha=0.3)
-    return _done(fig, path)
+    return _done(fig, path, df)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+import pandas as pd  # type: ignore[import-untyped]
 import yaml
 
 from zabray import trace
@@ -72,6 +72,11 @@ def describe_cluster() -> dict[str, Any]:
             "node_hosts": ",".join(sorted({n.get("NodeManagerHostname", "?") for n in nodes}))}
 
 
+def _contended() -> bool:
+    """More runnable work than cores on this host over the last minute (the driver's host only)."""
+    return hasattr(os, "getloadavg") and os.getloadavg()[0] > (os.cpu_count() or 1)
+
+
 def _alive_nodes() -> list[str]:
     import ray
 
@@ -109,14 +114,14 @@ class _Pool:
 
         self.ens = ens
         replica_nodes = {str(s.raw.get("node")) for s in ens.status()}
-        self.probes = {node: ray.remote(CpuProbe).options(
+        self.probes: dict[str, Any] = {node: ray.remote(CpuProbe).options(
             num_cpus=0, max_concurrency=10, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
         ).remote() for node in replica_nodes}
         nodes = _alive_nodes()
         free = [n for n in nodes if n not in replica_nodes]
         self.nodes = free or nodes
-        cls = ray.remote(LoadClient)
-        self.actors = []
+        cls: Any = ray.remote(LoadClient)
+        self.actors: list[Any] = []
         for i in range(size):
             node = self.nodes[i % len(self.nodes)]
             self.actors.append(cls.options(
@@ -212,7 +217,7 @@ def _bar(total: float, desc: str, enabled: bool) -> Any:
     if not enabled:
         return None
     try:
-        from tqdm.auto import tqdm
+        from tqdm.auto import tqdm  # type: ignore[import-untyped]
     except ImportError:
         return None
     return tqdm(total=round(total, 1), desc=desc, unit="s", leave=True,
@@ -305,7 +310,7 @@ def _run_point(pool: _Pool, ens: Ensemble, exp: Experiment, point: Point, rep: i
         "replica_cpu_max": max(replica_cores.values(), default=float("nan")),
         "replica_cpu_sum": sum(replica_cores.values()),
         "leader_cpu": replica_cores.get(leader, float("nan")) if leader is not None else float("nan"),
-        "limit": metrics.limit(client_cores, list(replica_cores.values())),
+        "limit": metrics.limit(client_cores, list(replica_cores.values()), contended=_contended()),
         "clients_lost": lost,
         "faults": [m["what"] for m in rec],
         "recovery_s": [float(m["recovered_s"]) for m in rec],
@@ -347,7 +352,7 @@ def run(exp: Experiment | str | os.PathLike[str] | dict[str, Any], *, address: s
     run_dir = Path(out) / f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid() % 10000}"
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "experiment.yaml").write_text(yaml.safe_dump(exp.to_dict(), sort_keys=False))
-    machine, cluster = describe_machine(), describe_cluster()
+    cluster = describe_cluster()
     rows, series, marks, placement, runs = [], [], [], [], []
     shapes: dict[tuple[int, int], list[Point]] = {}
     for p in exp.points():
@@ -391,7 +396,7 @@ def run(exp: Experiment | str | os.PathLike[str] | dict[str, Any], *, address: s
                         watch.setdefault(str(s.raw.get("node")), set()).add(s.sid)
                     ens.wait_for_leader(120)
                     row, ops, rec = _run_point(pool, ens, exp, point, rep, progress, watch, at_start)
-                    row.update({"point": point_no, "run_dir": str(ens_run), **machine, **cluster})
+                    row.update({"point": point_no, "run_dir": str(ens_run), **describe_machine(), **cluster})
                     rows.append(row)
                     _write_client_trace(ens_run, ens_name, pool.sessions, ops)
                     ser = metrics.timeline(ops, row["t0"], row["m0"], row["m1"], exp.bucket)
