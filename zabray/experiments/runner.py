@@ -48,8 +48,8 @@ class ExperimentResult:
     placement: pd.DataFrame
     runs: list[str] = field(default_factory=list)
 
-    def check(self, out: str | None = None) -> Any:
-        """Run the Spark trace checker on every ensemble run of this experiment."""
+    def check(self) -> Any:
+        """Run the Spark trace checker on every ensemble run of this experiment (a CheckReport)."""
         from zabray import pipeline
 
         spark = pipeline.get_session()
