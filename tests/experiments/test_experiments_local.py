@@ -25,7 +25,8 @@ def ray_local() -> Iterator[None]:
     if ray.is_initialized():
         ray.shutdown()
     os.environ.pop("RAY_ADDRESS", None)
-    ray.init(namespace="zabray", include_dashboard=False, log_to_driver=False, num_cpus=2)
+    # address="local": a Ray of our own, even when another engineer's head runs on this machine.
+    ray.init(address="local", namespace="zabray", include_dashboard=False, log_to_driver=False, num_cpus=2)
     yield
     ray.shutdown()
 
