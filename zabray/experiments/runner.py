@@ -372,7 +372,9 @@ def run(exp: Experiment | str | os.PathLike[str] | dict[str, Any], *, address: s
         else:
             ens_name = f"{exp.name}-{voters}v{observers}o-{os.getpid() % 10000}"
             ens_run = run_dir / f"{voters}v{observers}o"
-            data_dir = exp.ensemble.get("data_dir", str(Path("/tmp/zabray/data") / run_dir.name))
+            # Replica data next to the results (each node writes this path on its own disk), so
+            # deleting a run directory deletes everything the run left on this host.
+            data_dir = exp.ensemble.get("data_dir", str((run_dir / "data").resolve()))
             ens = Ensemble.start(voters, observers, name=ens_name, run_dir=str(ens_run),
                                  **{**exp.ensemble, "data_dir": data_dir, "service": exp.service})
         runs.append(str(ens_run))
