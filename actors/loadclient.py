@@ -113,11 +113,12 @@ class LoadClient:
         await self._started.wait()
         return self.t_start
 
-    async def run(self, warmup: float, duration: float) -> dict[str, Any]:
+    async def run(self, warmup: float, duration: float, bar: bool = False) -> dict[str, Any]:
         """Keep ``in_flight`` ops going from now for ``warmup + duration`` s; returns every op and
         the CPU this process used in the last ``duration`` s. Each client starts when the call
         reaches it (control calls can be slow on a loaded cluster); the driver measures over the
-        window all clients share."""
+        window all clients share. ``bar``: a Ray tqdm bar (``ray.experimental.tqdm_ray``) with
+        this client's throughput, shown by a driver that runs with ``log_to_driver=True``."""
         self.ok = 0
         recs: dict[str, list[Any]] = {k: [] for k in ("invoke", "complete", "outcome", "op", "zxid", "digest")}
         cpu: dict[str, float] = {}
@@ -130,6 +131,7 @@ class LoadClient:
             cpu["start"] = time.process_time()
 
         marker = asyncio.ensure_future(mark_cpu())
+        ticker = asyncio.ensure_future(self._bar(warmup + duration, stop_at)) if bar else None
         prefix = f"{self.ensemble}-c{self.index}-{time.time_ns()}-".encode()
 
         async def worker(slot: int) -> None:
@@ -160,10 +162,27 @@ class LoadClient:
         await asyncio.gather(*(worker(i) for i in range(self.in_flight)))
         end_cpu, t_end = time.process_time(), time.time()
         marker.cancel()
+        if ticker is not None:
+            await ticker
         self._started.clear()
         return {"index": self.index, "records": recs, "cpu_s": end_cpu - cpu.get("start", end_cpu),
                 "cpu_span": t_end - measure_at, "start": self.t_start, "measure_at": measure_at, "end": t_end,
                 "node": ray.get_runtime_context().get_node_id()}
+
+    async def _bar(self, total: float, stop_at: float) -> None:
+        from ray.experimental.tqdm_ray import tqdm
+
+        pbar = tqdm(desc=f"client {self.index}", total=int(total * 10), unit="ds")
+        last_ok, last_t = 0, time.time()
+        while True:
+            await asyncio.sleep(0.5)
+            now = time.time()
+            pbar.update(int((min(now, stop_at) - last_t) * 10))
+            pbar.set_description(f"client {self.index}: {(self.ok - last_ok) / (now - last_t):,.0f} ops/s")
+            last_ok, last_t = self.ok, min(now, stop_at)
+            if now >= stop_at:
+                break
+        pbar.close()
 
     async def _op(self, slot: int, is_read: bool, value: bytes) -> int | None:
         if self.session is None:

@@ -43,7 +43,7 @@ def test_leader_kill_on_a_running_ensemble_via_the_cli(ray_local: None, tmp_path
                        "warmup: 0.3\nduration: 3.0\nfaults:\n  - {at: 0.5, action: kill, target: leader}\n"
                        "  - {at: 2.0, action: restart, target: killed}\n")
         rc = main(["experiment", "run", str(exp), "--ensemble", name, "--out", str(tmp_path / "runs"),
-                   "--no-progress"])
+                   "--no-progress", "--actor-bars"])
         out = capsys.readouterr().out
         assert rc == 0, out
         (run_dir,) = (tmp_path / "runs").iterdir()

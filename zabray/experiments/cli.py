@@ -37,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     v.add_argument("--ensemble", default=None, metavar="NAME",
                    help="load a running ensemble (zabray up --name NAME) instead of starting one per size")
     v.add_argument("--no-progress", action="store_true")
+    v.add_argument("--actor-bars", action="store_true", help="also a Ray tqdm bar inside each client actor")
     v.set_defaults(func=lambda a: _guard(_run, a))
 
 
@@ -91,7 +92,7 @@ def _run(args: argparse.Namespace) -> int:
     from zabray.experiments.runner import run
 
     res = run(_load(args), address=args.address, out=args.out, progress=not args.no_progress,
-              ensemble=args.ensemble)
+              ensemble=args.ensemble, actor_bars=args.actor_bars)
     import pandas as pd  # type: ignore[import-untyped]
 
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.precision", 2):

@@ -226,13 +226,13 @@ def _bar(total: float, desc: str, enabled: bool) -> Any:
 
 def _run_point(pool: _Pool, ens: Ensemble, exp: Experiment, point: Point, rep: int, progress: bool,
                node_watch: dict[str, set[int]], at_start: Callable[[Ensemble], None] | None = None,
-               ) -> tuple[dict[str, Any], pd.DataFrame, list[dict[str, Any]]]:
+               actor_bars: bool = False) -> tuple[dict[str, Any], pd.DataFrame, list[dict[str, Any]]]:
     import ray
 
     actors = pool.actors[: point.clients]
     ray.get([a.configure.remote(point.in_flight, point.read_fraction, point.value_size) for a in actors],
             timeout=120)
-    refs = [a.run.remote(exp.warmup, exp.duration) for a in actors]
+    refs = [a.run.remote(exp.warmup, exp.duration, actor_bars) for a in actors]
     starts = ray.get([a.started.remote() for a in actors], timeout=300)
     start_at = min(starts)
     m0 = max(starts) + exp.warmup
@@ -338,12 +338,14 @@ def _write_client_trace(run_dir: Path, ens_name: str, sessions: list[int], ops: 
 def run(exp: Experiment | str | os.PathLike[str] | dict[str, Any], *, address: str | None = None,
         out: str | os.PathLike[str] = "runs/experiments", progress: bool = True,
         at_start: Callable[[Ensemble], None] | None = None, ensemble: str | None = None,
-        **overrides: Any) -> ExperimentResult:
+        actor_bars: bool = False, **overrides: Any) -> ExperimentResult:
     """Run every point of ``exp`` (an ``Experiment``, a YAML path or name, or a mapping) on the
     Ray cluster at ``address`` (default: ``RAY_ADDRESS`` or a local one). ``at_start(ensemble)``
     is called as each measured window opens (custom faults, such as taking a node away).
     ``ensemble`` names a running ensemble (``zabray up --name N``) to load instead of starting
-    one per shape; its sizes must match the experiment's, and it is left running."""
+    one per shape; its sizes must match the experiment's, and it is left running.
+    ``actor_bars``: each client actor also shows a Ray tqdm bar (seen when the driver joined
+    Ray with ``log_to_driver=True``)."""
     if not isinstance(exp, Experiment):
         exp = Experiment.load(exp, **overrides)
     elif overrides:
@@ -397,7 +399,8 @@ def run(exp: Experiment | str | os.PathLike[str] | dict[str, Any], *, address: s
                     for s in ens.status():
                         watch.setdefault(str(s.raw.get("node")), set()).add(s.sid)
                     ens.wait_for_leader(120)
-                    row, ops, rec = _run_point(pool, ens, exp, point, rep, progress, watch, at_start)
+                    row, ops, rec = _run_point(pool, ens, exp, point, rep, progress, watch, at_start,
+                                               actor_bars)
                     row.update({"point": point_no, "run_dir": str(ens_run), **describe_machine(), **cluster})
                     rows.append(row)
                     _write_client_trace(ens_run, ens_name, pool.sessions, ops)
