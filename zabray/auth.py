@@ -163,6 +163,11 @@ class Acceptor:
     def __post_init__(self) -> None:
         _check_nonce(self.nonce)
 
+    @property
+    def challenged(self) -> bool:
+        """A HELLO was answered; the next frame must be the PROOF."""
+        return self._peer_nonce is not None
+
     def challenge(self, hello: bytes) -> bytes:
         if self._peer_nonce is not None:
             raise AuthFailed("a second auth hello on one connection")
