@@ -104,7 +104,8 @@ def _check_nonce(nonce: bytes) -> bytes:
 
 
 def _pack(*obj: Any) -> bytes:
-    return msgpack.packb([MAGIC, VERSION, *obj], use_bin_type=True)
+    out: bytes = msgpack.packb([MAGIC, VERSION, *obj], use_bin_type=True)
+    return out
 
 
 def _unpack(payload: bytes, kind: str, n: int) -> list[Any]:

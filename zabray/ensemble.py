@@ -169,6 +169,8 @@ class Ensemble:
             injector = ray.get_actor(injector_name(name), namespace=NAMESPACE)
         except ValueError:
             raise NotRunningError(f"no ensemble named {name!r} is running in this Ray cluster") from None
+        info: dict[str, Any]
+        secret: Any
         info, secret = ray.get([controller.describe.remote(), controller.secret.remote()])
         return cls(name, controller, info, injector, secret)
 

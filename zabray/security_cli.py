@@ -12,7 +12,7 @@ from typing import Any
 from zabray.errors import ConfigError
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("secret", help="write a new ensemble secret to FILE (mode 0600)",
                        description="Write a new random ensemble secret (hex) to FILE, readable by its owner "
                                    "only; name it as secret_file in the config on every host.")
