@@ -374,6 +374,9 @@ class Ensemble:
 
         if self.info.get("config", {}).get("service", "zookeeper") != "zookeeper":
             raise ConfigError(f"ensemble {self.name!r} runs service: broadcast; start it with service='zookeeper'")
+        if self.info.get("config", {}).get("tls"):
+            raise ConfigError(f"ensemble {self.name!r} runs with tls: true, and ZooKeeper sessions cannot "
+                              "use TLS yet; start it with tls: false to use sessions")
 
         def refresh() -> dict[int, tuple[str, int]]:
             import ray

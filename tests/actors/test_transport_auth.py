@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from typing import Any
 
 import pytest
 
@@ -181,5 +182,47 @@ def test_members_with_the_secret_still_talk_and_others_are_alone() -> None:
         assert stranger.notes() == []
         assert [e for e in a.events if isinstance(e, Received)] == []
         await stop_all(a, b, stranger)
+
+    run(body)
+
+
+def test_mutual_tls_between_transports_refuses_plaintext_and_foreign_certificates(tmp_path) -> None:
+    from zabray.config import EnsembleConfig
+    from zabray.tls import client_context, make_certs, server_context
+
+    make_certs(tmp_path / "ca", ["node"])
+    make_certs(tmp_path / "other", ["node"])
+
+    def contexts(d: str) -> dict[str, Any]:
+        cfg = EnsembleConfig.load(None, tls=True, tls_ca=str(tmp_path / "ca/ca.pem"),
+                                  tls_cert=str(tmp_path / d / "node.pem"), tls_key=str(tmp_path / d / "node.key"))
+        return {"ssl_server": server_context(cfg), "ssl_client": client_context(cfg)}
+
+    async def body() -> None:
+        leader, learner = Node(1, **contexts("ca")), Node(2, **contexts("ca"))
+        foreign = Node(3, **contexts("other"))  # the right secret, a certificate from another CA
+        addrs = {n.sid: ("127.0.0.1", await n.start()) for n in (leader, learner, foreign)}
+        for n in (leader, learner, foreign):
+            n.t.set_peers(addrs)
+        ch = ChannelId(2, 1, 1, 1)
+        learner.t.open(ch)
+        learner.t.send(ch, Ping(zxid=5))
+        await leader.until(lambda: leader.received(ch) == [Ping(zxid=5)])
+        leader.t.send(ch, Commit(Zxid.of(1, 1)))
+        await learner.until(lambda: learner.received(ch) == [Commit(Zxid.of(1, 1))])
+        # Plaintext to a TLS port: no handshake is ever read.
+        r, w = await raw_conn(leader.t.port, hs_channel(ChannelId(3, 1, 1, 1)))
+        assert await refused(r)
+        w.close()
+        # Another CA's certificate, either way round.
+        ch3 = ChannelId(3, 1, 1, 1)
+        foreign.t.open(ch3)
+        await foreign.until(lambda: ch3 in foreign.closed(), what="the foreign channel refused")
+        foreign.t.notify(1, note(3, 1))
+        leader.t.notify(3, note(1, 1))
+        await poll(lambda: leader.t.stats["connect_failures"] >= 1, "the leader refusing the foreign replica")
+        assert leader.notes() == [] and foreign.notes() == []
+        assert [e for e in leader.events if not (isinstance(e, Received) and e.channel == ch)] == []
+        await stop_all(leader, learner, foreign)
 
     run(body)
