@@ -203,12 +203,15 @@ def test_the_broadcast_port_needs_the_secret_but_zookeeper_sessions_do_not(start
         s.close()
 
 
-def test_the_secret_never_shows_in_status_descriptions_or_traces(start) -> None:
+def test_the_secret_from_secret_file_is_used_and_never_shows(start, tmp_path) -> None:
     from zabray.ensemble import Ensemble
+    from zabray.keyfiles import read_secret, write_secret
 
-    ens = start(3)
+    path = write_secret(tmp_path / "secret")
+    ens = start(3, secret_file=str(path))
     ens.wait_for_leader(30)
     ens.submit_many([b"v"] * 10)
+    assert ens._secret == read_secret(path)
     key = ens._secret.key
     texts = [json.dumps([s.raw for s in ens.status()], default=str), repr(ens.info), repr(ens._secret)]
     run_dir = Path(ens.info["run_dir"])
