@@ -35,9 +35,11 @@ def controller_name(name: str) -> str:
 
 
 class EnsembleController:
-    def __init__(self, name: str, replicas: int, observers: int, config: dict[str, Any], run_dir: str) -> None:
+    def __init__(self, name: str, replicas: int, observers: int, config: dict[str, Any], run_dir: str,
+                 secret: Any = None) -> None:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         self.name = name
+        self._secret = secret  # a zabray.auth.Secret: handed to replicas and clients, never described
         self.cfg = EnsembleConfig.from_dict(config)
         self.voters = list(range(1, replicas + 1))
         self.observers = list(range(replicas + 1, replicas + observers + 1))
@@ -103,7 +105,7 @@ class EnsembleController:
         )
         handle = actor.remote(ensemble=self.name, sid=sid, config=self.cfg.to_dict(), voters=self.voters,
                               observers=self.observers, data_dir=self.data_dir(sid), run_dir=self.run_dir,
-                              min_incarnation=previous + 1)
+                              min_incarnation=previous + 1, secret=self._secret)
         info = await handle.start.remote()
         self.handles[sid] = handle
         self.info[sid] = info
@@ -116,6 +118,10 @@ class EnsembleController:
 
     async def describe(self) -> dict[str, Any]:
         return self._describe()
+
+    async def secret(self) -> Any:
+        """The ensemble secret, for ``Ensemble.connect`` (Ray's control plane is trusted)."""
+        return self._secret
 
     def _describe(self) -> dict[str, Any]:
         return {

@@ -28,7 +28,8 @@ from storage.base import apply_persists
 from storage.disk import DiskStore
 from storage.fsutil import atomic_write, read_file
 from zabray import clientproto as cp
-from zabray import trace
+from zabray import tls, trace
+from zabray.auth import CLIENT, Acceptor, AuthFailed, Secret, is_auth_frame
 from zabray.config import EnsembleConfig
 from zabray.errors import CodecError, StorageError, ZabError
 from zabray.framing import FrameDecoder, FrameEncoder
@@ -76,8 +77,9 @@ def next_incarnation(data_dir: Path, at_least: int = 0) -> int:
 class ReplicaServer:
     def __init__(self, *, ensemble: str, sid: int, config: EnsembleConfig | dict[str, Any], voters: list[int],
                  observers: list[int], data_dir: str, run_dir: str | None = None,
-                 min_incarnation: int = 0) -> None:
+                 min_incarnation: int = 0, secret: Secret | None = None) -> None:
         self.ensemble = ensemble
+        self.secret = secret  # proves membership to peers and broadcast clients; never logged
         self.sid = sid
         self.cfg = config = EnsembleConfig.load(config)
         self.proto = config.protocol(frozenset(voters), frozenset(observers))
@@ -88,7 +90,9 @@ class ReplicaServer:
         self.transport: PeerTransport | None = None
         self.fatal: str | None = None
         self.stats: dict[str, int] = {"submitted": 0, "committed": 0, "failed": 0, "delivered": 0,
-                                      "syncs": 0, "synced_actions": 0, "bad_client_frames": 0}
+                                      "syncs": 0, "synced_actions": 0, "bad_client_frames": 0,
+                                      "client_auth_failures": 0}
+        self._auth_logged: set[str] = set()
         self._events: deque[Event] = deque()  # core events waiting for the current step to end
         self._stepping = False
         self._pq: list[Persist] = []
@@ -125,10 +129,14 @@ class ReplicaServer:
                                             replica=self.sid, inc=self.incarnation)
             self._trace.write(trace.StateChange("STARTED", durable.current_epoch, -1), time.time())
         qport = self.cfg.quorum_port + self.sid if self.cfg.quorum_port else 0
-        self.transport = PeerTransport(self.ensemble, self.sid, self._step, host=self.cfg.host, port=qport)
+        self.transport = PeerTransport(self.ensemble, self.sid, self._step, host=self.cfg.host, port=qport,
+                                       secret=self.secret, ssl_server=tls.server_context(self.cfg),
+                                       ssl_client=tls.client_context(self.cfg))
         qport = await self.transport.start()
         cport = self.cfg.client_port + self.sid if self.cfg.client_port else 0
-        self._client_server = await loop.create_server(lambda: _ClientConn(self), self.cfg.host, cport)
+        client_ssl = tls.server_context(self.cfg, require_client_cert=self.cfg.tls_client_certs)
+        self._client_server = await loop.create_server(lambda: _ClientConn(self), self.cfg.host, cport,
+                                                       ssl=client_ssl, ssl_handshake_timeout=10 if client_ssl else None)
         cport = self._client_server.sockets[0].getsockname()[1]
         self._tasks.append(loop.create_task(self._ticker()))
         log.info("replica %d (incarnation %d) up: quorum port %d, client port %d, last zxid %s",
@@ -382,6 +390,16 @@ class ReplicaServer:
         n = self.node
         return [(int(t.zxid), trace.digest(t.value)) for t in n.history.after(max(after, n.history.base), n.applied)]
 
+    def client_auth_failed(self, conn: _ClientConn, err: AuthFailed) -> None:
+        """Count a client that failed to prove the secret; log it once per host."""
+        self.stats["client_auth_failures"] += 1
+        peer = conn.transport.get_extra_info("peername") if conn.transport is not None else None
+        host = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+        level = logging.DEBUG if host in self._auth_logged else logging.WARNING
+        self._auth_logged.add(host)
+        log.log(level, "replica %d: client %s failed authentication: %s; further failures from this host "
+                "are logged at debug level", self.sid, peer, err)
+
     def status(self) -> dict[str, Any]:
         if self.node is None:
             return {"sid": self.sid, "state": "STARTING", "alive": True, "fatal": self.fatal}
@@ -417,6 +435,9 @@ class _ClientConn(asyncio.Protocol):
         self.decoder = FrameDecoder()
         self.encoder = FrameEncoder()
         self.greeted = False
+        self.hello = b""  # the client handshake's bytes: the context its proof is bound to
+        self.auth: Acceptor | None = None
+        self.authed = False  # proved the ensemble secret: broadcast requests are allowed
         self.transport: asyncio.Transport | None = None
         self._flush_pending = False
 
@@ -435,18 +456,44 @@ class _ClientConn(asyncio.Protocol):
                 if not self.greeted:
                     cp.check_handshake(payload, self.server.ensemble)
                     self.greeted = True
+                    self.hello = payload
+                    continue
+                if self._auth_step(payload):
                     continue
                 req = cp.decode_request(payload)
+                if not self.authed and self.server.secret is not None and not isinstance(req, cp.ZkReq):
+                    raise AuthFailed("broadcast requests need the ensemble secret (authenticate first)")
                 if isinstance(req, cp.StatusReq):
                     self.send(cp.StatusRep(req.rid, self.server.status()))
                 else:
                     self.server._run(self.server.service.client(self, req))
                 if self.transport is None:
                     return
+        except AuthFailed as e:
+            self.server.client_auth_failed(self, e)
+            self.close()
         except CodecError as e:
             self.server.stats["bad_client_frames"] += 1
             log.warning("replica %d: dropping client connection: %s", self.server.sid, e)
             self.close()
+
+    def _auth_step(self, payload: bytes) -> bool:
+        """HELLO or PROOF of the client's membership proof (``zabray.auth``): True if consumed.
+        ZooKeeper sessions never send one; their requests are governed by ZooKeeper's own rules."""
+        secret = self.server.secret
+        if secret is None or self.authed:
+            return False
+        if self.auth is None:
+            if not is_auth_frame(payload):
+                return False
+            self.auth = Acceptor(secret, CLIENT + self.hello, os.urandom(32))
+            self.encoder.add_payload(self.auth.challenge(payload))
+            self._flush()
+            return True
+        self.auth.verify(payload)
+        self.auth = None
+        self.authed = True
+        return True
 
     def eof_received(self) -> bool:
         return False

@@ -10,7 +10,13 @@ Replicas speak Zab over their own connections (never Ray calls). Two kinds of co
   re-created after it breaks; carries only ``Notification``s, one way (each side sends on its own
   outbound connection). Best effort: the election re-sends.
 
-Every connection opens with a ``framing.Handshake`` frame from the connecting side. The acceptor
+Every connection opens with a ``framing.Handshake`` frame from the connecting side. With an
+ensemble secret (always, in a replica), the two sides then prove to each other that they hold it
+(``zabray.auth``: HELLO, CHALLENGE, PROOF, keyed by the secret, bound to both nonces and to the
+handshake's bytes) before either reads a Zab message: the connector writes nothing queued until
+the acceptor's CHALLENGE checks out, and the acceptor registers nothing (no channel replaced, no
+``_latest`` raised) until the PROOF does. A failure closes the connection, counts
+``auth_failures`` and is logged once per peer host. The acceptor then
 refuses (closes) a connection whose ensemble differs, whose channel names another leader or a
 learner other than the sender, whose sender is blocked, or whose (incarnation, iteration) is not
 newer than the highest it has seen from that learner; a newer channel from a learner replaces
@@ -30,10 +36,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
+import ssl
 from collections.abc import Callable
 from typing import Any
 
+from zabray.auth import PEER, Acceptor, AuthFailed, Connector, Secret
 from zabray.errors import CodecError, ConfigError
 from zabray.framing import (
     DEFAULT_MAX_FRAME,
@@ -43,6 +52,7 @@ from zabray.framing import (
     FrameEncoder,
     Handshake,
     decode_handshake,
+    frame,
 )
 from zabray.protocol.codec import decode, encode
 from zabray.protocol.events import ChannelClosed, ChannelId, Event, Notified, Received
@@ -109,6 +119,10 @@ class _Conn(asyncio.Protocol):
         self.paused = False
         self.connect_task: asyncio.Task[Any] | None = None
         self.hs_timer: asyncio.TimerHandle | None = None
+        self.hs: Handshake | None = None  # acceptor: the handshake read, admitted once authenticated
+        self.auth: Connector | Acceptor | None = None  # the exchange in progress, if any
+        self.authed = True  # connector: False until the acceptor proved it holds the secret
+        self.greeting = b""  # connector: handshake and HELLO frames, written first
 
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
@@ -126,7 +140,12 @@ class _Conn(asyncio.Protocol):
                 pass
         if self.role == _PENDING:
             self.owner._accepted(self)
-        elif len(self.out):
+            return
+        if self.greeting:
+            transport.write(self.greeting)
+            self.greeting = b""
+            self.owner._await_challenge(self)
+        if len(self.out):
             self.flush()
 
     def data_received(self, data: bytes) -> None:
@@ -144,11 +163,19 @@ class _Conn(asyncio.Protocol):
             return
         stats["frames_in"] += len(payloads)
         start = 0
-        if self.role == _PENDING:
-            owner._handshake(self, payloads[0])
+        n = len(payloads)
+        while self.role == _PENDING and start < n:  # handshake, then HELLO and PROOF with a secret
+            owner._handshake(self, payloads[start])
             if self.closed:
                 return
-            start = 1
+            start += 1
+        if not self.authed and start < n:  # connector: the acceptor's CHALLENGE comes first
+            owner._challenged(self, payloads[start])
+            if self.closed:
+                return
+            start += 1
+        if start == n or self.role == _PENDING:
+            return
         role = self.role
         emit = owner._emit
         try:
@@ -214,7 +241,7 @@ class _Conn(asyncio.Protocol):
         """Write everything queued in one ``write``; a no-op until connected or while paused."""
         self.flush_scheduled = False
         t = self.transport
-        if self.closed or t is None or self.paused:
+        if self.closed or t is None or self.paused or not self.authed:
             return
         n = self.out.pending_frames
         data = self.out.take()
@@ -262,6 +289,9 @@ class PeerTransport:
         max_frame: int = DEFAULT_MAX_FRAME,
         connect_timeout: float = 3.0,
         handshake_timeout: float = 10.0,
+        secret: Secret | None = None,
+        ssl_server: ssl.SSLContext | None = None,
+        ssl_client: ssl.SSLContext | None = None,
     ) -> None:
         if not isinstance(ensemble, str) or not ensemble:
             raise ConfigError("ensemble must be a non-empty string")
@@ -274,6 +304,10 @@ class PeerTransport:
         self.max_frame = max_frame
         self.connect_timeout = connect_timeout
         self.handshake_timeout = handshake_timeout
+        self.secret = secret
+        self.ssl_server = ssl_server
+        self.ssl_client = ssl_client
+        self._auth_logged: set[str] = set()  # peer hosts already logged for a failed proof
         self._on_event = on_event
         self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by start()
         self._server: asyncio.base_events.Server | None = None
@@ -296,6 +330,7 @@ class PeerTransport:
                 "writes",
                 "bad_frames",
                 "refused_handshakes",
+                "auth_failures",
                 "connects",
                 "connect_failures",
                 "accepted",
@@ -318,11 +353,15 @@ class PeerTransport:
             raise ConfigError("transport already started")
         self._loop = asyncio.get_running_loop()
         self._server = await self._loop.create_server(
-            lambda: _Conn(self, _PENDING), self.host, self.port, reuse_address=True, backlog=128
+            lambda: _Conn(self, _PENDING), self.host, self.port, reuse_address=True, backlog=128,
+            ssl=self.ssl_server, ssl_handshake_timeout=self.handshake_timeout if self.ssl_server else None,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._running = True
-        log.info("sid %s listening on %s:%s (ensemble %s)", self.sid, self.host, self.port, self.ensemble)
+        if self.secret is None:
+            log.warning("sid %s: no ensemble secret, peers are not authenticated", self.sid)
+        log.info("sid %s listening on %s:%s (ensemble %s, tls %s)", self.sid, self.host, self.port,
+                 self.ensemble, "on" if self.ssl_server else "off")
         return self.port
 
     async def stop(self) -> None:
@@ -391,7 +430,7 @@ class PeerTransport:
             log.warning("sid %s: %s is already open", self.sid, channel)
             return
         conn = _Conn(self, _CHAN_LEARNER, channel.leader, channel)
-        conn.out.add_payload(Handshake(self.ensemble, self.sid, KIND_CHANNEL, channel).encode())
+        self._greet(conn, Handshake(self.ensemble, self.sid, KIND_CHANNEL, channel).encode())
         self._channels[channel] = conn
         self.stats["channels_opened"] += 1
         addr = self._addrs.get(channel.leader)
@@ -453,7 +492,7 @@ class PeerTransport:
                 self.stats["notes_dropped"] += 1
                 return
             conn = _Conn(self, _ELECT_OUT, to)
-            conn.out.add_payload(Handshake(self.ensemble, self.sid, KIND_ELECTION).encode())
+            self._greet(conn, Handshake(self.ensemble, self.sid, KIND_ELECTION).encode())
             self._elect_out[to] = conn
             self._connect(conn, addr)
         elif len(conn.out) > _ELECTION_BACKLOG:
@@ -480,11 +519,12 @@ class PeerTransport:
         self.stats["connects"] += 1
         try:
             await asyncio.wait_for(
-                self._loop.create_connection(lambda: conn, addr[0], addr[1]), self.connect_timeout
+                self._loop.create_connection(lambda: conn, addr[0], addr[1], ssl=self.ssl_client),
+                self.connect_timeout,
             )
         except asyncio.CancelledError:
             return
-        except (OSError, asyncio.TimeoutError) as e:
+        except (OSError, asyncio.TimeoutError, ssl.SSLError) as e:
             if conn.closed:
                 return
             self.stats["connect_failures"] += 1
@@ -512,12 +552,75 @@ class PeerTransport:
         self._pending.discard(conn)
         conn.shut(graceful=False)
 
-    def _handshake(self, conn: _Conn, payload: bytes) -> None:
-        """First frame of an accepted connection: validate it and give the connection its role."""
-        self._pending.discard(conn)
+    def _greet(self, conn: _Conn, handshake: bytes) -> None:
+        """Connector: queue the handshake (and, with a secret, the HELLO; nothing else is
+        written until the acceptor's CHALLENGE proves it holds the secret)."""
+        if self.secret is None:
+            conn.out.add_payload(handshake)
+            return
+        auth = Connector(self.secret, PEER + handshake, os.urandom(32))
+        conn.auth = auth
+        conn.authed = False
+        conn.greeting = frame(handshake) + frame(auth.hello())
+
+    def _await_challenge(self, conn: _Conn) -> None:
+        conn.hs_timer = self._loop.call_later(self.handshake_timeout, self._challenge_timeout, conn)
+
+    def _challenge_timeout(self, conn: _Conn) -> None:
+        if not conn.authed and not conn.closed:
+            self.stats["auth_failures"] += 1
+            self._log_auth(conn, f"no auth challenge within {self.handshake_timeout:.1f} s")
+            self._lost(conn, None)
+
+    def _challenged(self, conn: _Conn, payload: bytes) -> None:
+        """Connector: the acceptor's CHALLENGE; if it holds the secret, prove we do and send."""
+        auth = conn.auth
+        assert isinstance(auth, Connector)
+        try:
+            proof = auth.proof(payload)
+        except AuthFailed as e:
+            self.stats["auth_failures"] += 1
+            self._log_auth(conn, str(e))
+            self._lost(conn, None)
+            return
         if conn.hs_timer is not None:
             conn.hs_timer.cancel()
             conn.hs_timer = None
+        conn.auth = None
+        conn.authed = True
+        assert conn.transport is not None
+        conn.transport.write(frame(proof))
+        if len(conn.out):
+            conn.flush()
+
+    def _log_auth(self, conn: _Conn, why: str) -> None:
+        """Log a failed proof once per peer host (a flood of attempts must not flood the log)."""
+        peer = conn.transport.get_extra_info("peername") if conn.transport is not None else None
+        host = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+        level = logging.DEBUG if host in self._auth_logged else logging.WARNING
+        self._auth_logged.add(host)
+        log.log(level, "sid %s: authentication with %s (claims sid %s) failed: %s; further failures from "
+                "this host are logged at debug level", self.sid, peer, conn.peer, why)
+
+    def _handshake(self, conn: _Conn, payload: bytes) -> None:
+        """A frame of an accepted connection before it has a role: the handshake, then (with a
+        secret) the HELLO and the PROOF; only a proven connection is admitted."""
+        if conn.hs is not None:
+            auth = conn.auth
+            assert isinstance(auth, Acceptor)
+            try:
+                if conn.transport is not None and not auth.challenged:
+                    conn.transport.write(frame(auth.challenge(payload)))
+                    return
+                auth.verify(payload)
+            except AuthFailed as e:
+                self.stats["auth_failures"] += 1
+                self._log_auth(conn, str(e))
+                self._refuse(conn, f"authentication failed: {e}", logging.DEBUG)
+                return
+            conn.auth = None
+            self._admit(conn, conn.hs)
+            return
         try:
             hs = decode_handshake(payload)
         except CodecError as e:
@@ -528,6 +631,18 @@ class PeerTransport:
         if hs.ensemble != self.ensemble:
             self._refuse(conn, f"ensemble {hs.ensemble!r} is not {self.ensemble!r}", logging.WARNING)
             return
+        if self.secret is None:
+            self._admit(conn, hs)
+            return
+        conn.hs = hs
+        conn.auth = Acceptor(self.secret, PEER + payload, os.urandom(32))
+
+    def _admit(self, conn: _Conn, hs: Handshake) -> None:
+        """An (authenticated) handshake: check it against the rules and give the connection its role."""
+        self._pending.discard(conn)
+        if conn.hs_timer is not None:
+            conn.hs_timer.cancel()
+            conn.hs_timer = None
         if hs.sid in self._blocked:
             self._refuse(conn, "sender is blocked", logging.INFO)
             return
@@ -619,6 +734,9 @@ class PeerTransport:
         """The connection broke or the peer closed it (from a loop callback: deliver now)."""
         if conn.closed:
             return
+        if conn.role == _PENDING and conn.hs is not None:  # it gave up on proving membership
+            self.stats["auth_failures"] += 1
+            self._log_auth(conn, "closed before the exchange completed")
         if exc is not None:
             log.debug("sid %s: connection to sid %s lost: %s", self.sid, conn.peer, exc)
         self._unregister(conn)

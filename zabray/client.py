@@ -11,13 +11,23 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
+import ssl as ssl_
 import threading
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from zabray import clientproto as cp
-from zabray.errors import CodecError, NoQuorumError, NotRunningError, UncertainOutcomeError, ZabError
+from zabray.auth import CLIENT, AuthFailed, Connector, Secret
+from zabray.errors import (
+    AuthenticationError,
+    CodecError,
+    NoQuorumError,
+    NotRunningError,
+    UncertainOutcomeError,
+    ZabError,
+)
 from zabray.framing import FrameDecoder, FrameEncoder, frame
 from zabray.protocol.zxid import Zxid
 
@@ -34,16 +44,32 @@ class ReplicaConnection(asyncio.Protocol):
         self.rids = itertools.count(1)
         self._flush_pending = False
         self.closed = asyncio.get_running_loop().create_future()
+        self.auth: Connector | None = None  # the membership proof in progress (zabray.auth)
+        self.authed: asyncio.Future[None] | None = None
 
     @classmethod
-    async def open(cls, sid: int, host: str, port: int, ensemble: str, timeout: float = 5.0) -> ReplicaConnection:
+    async def open(cls, sid: int, host: str, port: int, ensemble: str, timeout: float = 5.0, *,
+                   secret: Secret | None = None, ssl: ssl_.SSLContext | None = None) -> ReplicaConnection:
+        """Connect and say hello; with ``secret``, return only once the replica has proved it
+        holds it (``AuthenticationError`` otherwise) and we have sent our proof."""
         loop = asyncio.get_running_loop()
         try:
-            _, conn = await asyncio.wait_for(loop.create_connection(lambda: cls(sid), host, port), timeout)
-        except (OSError, asyncio.TimeoutError) as e:
+            _, conn = await asyncio.wait_for(loop.create_connection(lambda: cls(sid), host, port, ssl=ssl), timeout)
+        except (OSError, asyncio.TimeoutError, ssl_.SSLError) as e:
             raise NotRunningError(f"replica {sid} at {host}:{port} is not reachable: {e}") from None
         assert conn.transport is not None
-        conn.transport.write(frame(cp.handshake(ensemble)))
+        hello = cp.handshake(ensemble)
+        if secret is None:
+            conn.transport.write(frame(hello))
+            return conn
+        conn.auth = Connector(secret, CLIENT + hello, os.urandom(32))
+        conn.authed = loop.create_future()
+        conn.transport.write(frame(hello) + frame(conn.auth.hello()))
+        try:
+            await asyncio.wait_for(asyncio.shield(conn.authed), timeout)
+        except (ConnectionError, asyncio.TimeoutError) as e:
+            conn.close()
+            raise NotRunningError(f"replica {sid} at {host}:{port} did not complete authentication: {e}") from None
         return conn
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -52,12 +78,30 @@ class ReplicaConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         try:
             for payload in self.decoder.feed(data):
+                if self.auth is not None:
+                    self._challenged(payload)
+                    continue
                 rep = cp.decode_reply(payload)
                 fut = self.waiting.pop(rep.rid, None)
                 if fut is not None and not fut.done():
                     fut.set_result(rep)
+        except AuthFailed as e:
+            err = AuthenticationError(f"replica {self.sid} did not prove it holds the ensemble secret "
+                                      f"(a wrong secret_file, or not a member at its address): {e}")
+            if self.authed is not None and not self.authed.done():
+                self.authed.set_exception(err)
+            self._fail(str(err))
         except CodecError as e:
             self._fail(f"bad reply from replica {self.sid}: {e}")
+
+    def _challenged(self, payload: bytes) -> None:
+        """The replica's CHALLENGE: it holds the secret, so send our proof; requests may follow."""
+        assert self.auth is not None and self.transport is not None
+        proof = self.auth.proof(payload)
+        self.auth = None
+        self.transport.write(frame(proof))
+        if self.authed is not None and not self.authed.done():
+            self.authed.set_result(None)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._fail(f"connection to replica {self.sid} lost")
@@ -70,6 +114,9 @@ class ReplicaConnection(asyncio.Protocol):
             if not fut.done():
                 fut.set_exception(ConnectionError(why))
         self.waiting.clear()
+        if self.authed is not None and not self.authed.done():
+            self.authed.set_exception(ConnectionError(why))
+            self.authed.exception()  # retrieved: nobody may be waiting any more
         if not self.closed.done():
             self.closed.set_result(None)
 
@@ -107,8 +154,12 @@ class EnsembleClient:
     """Async client of a whole ensemble. Use ``submit`` from a coroutine, on one event loop."""
 
     def __init__(self, ensemble: str, addresses: dict[int, tuple[str, int]],
-                 refresh: Callable[[], dict[int, tuple[str, int]]] | None = None) -> None:
+                 refresh: Callable[[], dict[int, tuple[str, int]]] | None = None, *,
+                 secret: Secret | None = None, ssl: ssl_.SSLContext | None = None) -> None:
         self.ensemble = ensemble
+        self.secret = secret
+        self.ssl = ssl
+        self.auth_error: AuthenticationError | None = None  # the last replica that failed to prove itself
         self.addresses = dict(addresses)
         self.conns: dict[int, ReplicaConnection] = {}
         self.leader: int | None = None
@@ -140,7 +191,11 @@ class EnsembleClient:
         if c is not None and c.alive:
             return c
         host, port = self.addresses[sid]
-        c = await ReplicaConnection.open(sid, host, port, self.ensemble)
+        try:
+            c = await ReplicaConnection.open(sid, host, port, self.ensemble, secret=self.secret, ssl=self.ssl)
+        except AuthenticationError as e:
+            self.auth_error = e
+            raise
         self.conns[sid] = c
         return c
 
@@ -176,6 +231,8 @@ class EnsembleClient:
                     self.leader = None
             else:
                 last_error = "no established leader"
+                if self.auth_error is not None:
+                    last_error += f"; {self.auth_error}"
                 await self._maybe_refresh()
             if time.monotonic() >= deadline:
                 raise NoQuorumError(f"could not submit: {last_error}")

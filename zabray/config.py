@@ -49,6 +49,22 @@ class EnsembleConfig:
     """"broadcast": opaque values (a ValueLog); "zookeeper": the data tree, sessions and watches."""
     snapshot_actor: bool = False
     """True: a snapshot actor asks replicas for snapshots instead of each replica self-triggering."""
+    auth: bool = True
+    """Replicas and broadcast clients prove they hold the ensemble secret on every connection.
+    False only to measure what that costs on a machine nobody else can reach."""
+    secret_file: str = ""
+    """A file holding the ensemble secret (``zabray secret FILE``); empty: a new one per start."""
+    tls: bool = False
+    """TLS on the peer ports (mutual: each replica verifies the other's certificate) and the client port."""
+    tls_ca: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
+    """The CA every certificate must chain to, and this host's certificate and key (``zabray certs``)."""
+    tls_client_certs: bool = False
+    """With ``tls``: the client port also requires a certificate signed by ``tls_ca`` from clients."""
+    tls_client_cert: str = ""
+    tls_client_key: str = ""
+    """The certificate and key clients present (default: ``tls_cert``/``tls_key``)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -114,6 +130,14 @@ class EnsembleConfig:
             raise ConfigError(f"config key 'service' must be 'broadcast' or 'zookeeper', got {self.service!r}")
         if not self.data_dir:
             raise ConfigError("config key 'data_dir' must name a directory")
+        if self.secret_file and not self.auth:
+            raise ConfigError("config key 'secret_file' is set but 'auth' is false; drop one of them")
+        if self.tls:
+            missing = [k for k in ("tls_ca", "tls_cert", "tls_key") if not getattr(self, k)]
+            if missing:
+                raise ConfigError(f"config key 'tls' needs {', '.join(missing)}: files made by `zabray certs DIR`")
+        if bool(self.tls_client_cert) != bool(self.tls_client_key):
+            raise ConfigError("config keys 'tls_client_cert' and 'tls_client_key' go together; set both or neither")
 
     def protocol(self, voters: frozenset[int], observers: frozenset[int]) -> ProtocolConfig:
         return ProtocolConfig(

@@ -39,6 +39,23 @@ def init_ray(address: str | None = None) -> None:
         ray.init(include_dashboard=False, **kwargs)
 
 
+def ensemble_secret(cfg: EnsembleConfig) -> Any:
+    """The secret a new ensemble's members share: from ``secret_file``, or fresh (None: auth off)."""
+    from zabray.keyfiles import new_secret, read_secret
+
+    if not cfg.auth:
+        return None
+    return read_secret(cfg.secret_file) if cfg.secret_file else new_secret()
+
+
+def client_tls(config: dict[str, Any]) -> Any:
+    """The client port's SSL context for a driver, from the ensemble's config (None without tls)."""
+    from zabray import tls
+
+    cfg = EnsembleConfig.from_dict({k: v for k, v in config.items() if k != "extra"})
+    return tls.client_context(cfg, as_client=True)
+
+
 @dataclass(frozen=True)
 class ReplicaStatus:
     sid: int
@@ -73,8 +90,10 @@ class ReplicaStatus:
 class Ensemble:
     """A handle on a running ensemble. Thread-safe for the sync methods."""
 
-    def __init__(self, name: str, controller: Any, info: dict[str, Any], injector: Any = None) -> None:
+    def __init__(self, name: str, controller: Any, info: dict[str, Any], injector: Any = None,
+                 secret: Any = None) -> None:
         self.name = name
+        self._secret = secret  # zabray.auth.Secret for the client port (None: auth is off)
         self._controller = controller
         self._injector = injector
         self.info = info
@@ -99,6 +118,8 @@ class Ensemble:
         if not name or not all(c.isalnum() or c in "-_." for c in name):
             raise ConfigError(f"name {name!r}: use letters, digits, '-', '_' or '.'")
         cfg = EnsembleConfig.load(config, **overrides)
+        secret = ensemble_secret(cfg)
+        client_tls(cfg.to_dict())  # the TLS files must load here too, or the driver could not connect
         init_ray(address)
         import ray
 
@@ -119,7 +140,7 @@ class Ensemble:
         controller = ray.remote(EnsembleController).options(
             name=controller_name(name), namespace=NAMESPACE, lifetime="detached", num_cpus=0, max_concurrency=100,
             scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
-        ).remote(name, replicas, observers, cfg.to_dict(), str(run.resolve()))
+        ).remote(name, replicas, observers, cfg.to_dict(), str(run.resolve()), secret)
         try:
             info = ray.get(controller.start.remote(), timeout=120)
         except Exception:
@@ -132,7 +153,7 @@ class Ensemble:
             scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
         ).remote(name)
         log.info("ensemble %s started: %s", name, info["clients"])
-        return cls(name, controller, info, injector)
+        return cls(name, controller, info, injector, secret)
 
     @classmethod
     def connect(cls, name: str = "default", *, address: str | None = None) -> Ensemble:
@@ -148,7 +169,10 @@ class Ensemble:
             injector = ray.get_actor(injector_name(name), namespace=NAMESPACE)
         except ValueError:
             raise NotRunningError(f"no ensemble named {name!r} is running in this Ray cluster") from None
-        return cls(name, controller, ray.get(controller.describe.remote()), injector)
+        info: dict[str, Any]
+        secret: Any
+        info, secret = ray.get([controller.describe.remote(), controller.secret.remote()])
+        return cls(name, controller, info, injector, secret)
 
     # -- control plane (Ray calls) -----------------------------------------------------------------
 
@@ -314,7 +338,8 @@ class Ensemble:
                 self.info = self._call("describe", timeout=10)
                 return self._addresses()
 
-            self._client = EnsembleClient(self.name, self._addresses(), refresh)
+            self._client = EnsembleClient(self.name, self._addresses(), refresh, secret=self._secret,
+                                          ssl=client_tls(self.info.get("config", {})))
         return self._loop, self._client
 
     def submit(self, value: bytes, timeout: float = 10.0) -> Zxid:
@@ -349,6 +374,9 @@ class Ensemble:
 
         if self.info.get("config", {}).get("service", "zookeeper") != "zookeeper":
             raise ConfigError(f"ensemble {self.name!r} runs service: broadcast; start it with service='zookeeper'")
+        if self.info.get("config", {}).get("tls"):
+            raise ConfigError(f"ensemble {self.name!r} runs with tls: true, and ZooKeeper sessions cannot "
+                              "use TLS yet; start it with tls: false to use sessions")
 
         def refresh() -> dict[int, tuple[str, int]]:
             import ray

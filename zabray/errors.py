@@ -61,3 +61,8 @@ class UncertainOutcomeError(ZabError):
 
     It may or may not be committed; ZooKeeper calls this a connection loss.
     """
+
+
+class AuthenticationError(ZabError):
+    """The other end of a connection did not prove it holds the ensemble secret (a wrong
+    ``secret_file``, or something that is not a member listening at a member's address)."""

@@ -4,15 +4,18 @@ malformed input, partitions and restarts. Every wait is on a condition, bounded 
 from __future__ import annotations
 
 import asyncio
+import os
 import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import msgpack
 import pytest
 
 from actors.transport import PeerTransport
+from zabray.auth import PEER, AuthFailed, Connector, Secret, _mac, _pack
 from zabray.errors import ConfigError
-from zabray.framing import KIND_CHANNEL, KIND_ELECTION, Handshake, frame
+from zabray.framing import KIND_CHANNEL, KIND_ELECTION, FrameDecoder, Handshake, frame
 from zabray.protocol.codec import encode
 from zabray.protocol.events import ChannelClosed, ChannelId, Event, Notified, Received
 from zabray.protocol.messages import (
@@ -30,6 +33,8 @@ from zabray.protocol.zxid import Zxid
 
 ENS = "test-ens"
 WAIT = 10.0
+KEY = Secret(b"test-ensemble-secret-0123456789ab")
+OTHER_KEY = Secret(b"another-ensemble-secret-98765432")
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -42,6 +47,7 @@ class Node:
     """A transport plus everything it delivered, and a way to wait for a condition on that."""
 
     def __init__(self, sid: int, ensemble: str = ENS, **kw: Any) -> None:
+        kw.setdefault("secret", KEY)
         self.sid = sid
         self.events: list[Event] = []
         self._changed = asyncio.Event()
@@ -103,6 +109,41 @@ async def raw_conn(port: int, *frames_: bytes) -> tuple[asyncio.StreamReader, as
     r, w = await asyncio.open_connection("127.0.0.1", port)
     w.write(b"".join(frames_))
     await w.drain()
+    return r, w
+
+
+async def member_conn(
+    port: int, first: bytes, *rest: bytes, secret: Secret = KEY, sent: list[bytes] | None = None
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A raw connection that authenticates like a member: ``first`` is a framed handshake,
+    ``rest`` is written once the exchange is done. Every byte written is appended to ``sent``.
+    If the acceptor closes the exchange stops there; if it proves another secret, we go on
+    with a proof made with ours (as a rogue would)."""
+    r, w = await asyncio.open_connection("127.0.0.1", port)
+    auth = Connector(secret, PEER + first[8:], os.urandom(32))
+    out = [first + frame(auth.hello())]
+    w.write(out[0])
+    dec = FrameDecoder()
+    payloads: list[bytes] = []
+    while not payloads:
+        try:
+            data = await asyncio.wait_for(r.read(1 << 16), WAIT)
+        except ConnectionResetError:
+            data = b""
+        if not data:
+            break
+        payloads = dec.feed(data)
+    if payloads:
+        try:
+            proof = auth.proof(payloads[0])
+        except AuthFailed:  # another secret: a rogue ignores that and sends its best forgery
+            nonce_a = msgpack.unpackb(payloads[0])[3]
+            proof = _pack("PROOF", _mac(secret, b"connector", auth.context, auth.nonce, nonce_a))
+        out.append(frame(proof) + b"".join(rest))
+        w.write(out[-1])
+    await w.drain()
+    if sent is not None:
+        sent.extend(out)
     return r, w
 
 
@@ -277,20 +318,22 @@ def test_bad_handshakes_are_refused_and_the_legit_channel_survives() -> None:
         learner.t.send(ch, Ping(zxid=0))
         await leader.until(lambda: len(leader.received(ch)) == 1)
         ping = frame(encode(Ping(zxid=9)))
+        # Every attempt holds the secret: these are the rules a member must follow too.
         attempts = [
-            hs_channel(ChannelId(3, 1, 1, 1), ensemble="other-ensemble") + ping,  # wrong ensemble
-            hs_channel(ChannelId(2, 1, 5, 4)) + ping,  # old iteration of learner 2
-            hs_channel(ChannelId(2, 1, 4, 99)) + ping,  # old incarnation of learner 2
-            hs_channel(ChannelId(2, 1, 5, 5)) + ping,  # the same channel again
-            hs_channel(ChannelId(3, 7, 1, 1)) + ping,  # names another leader
-            hs_channel(ChannelId(3, 1, 1, 1), sid=4) + ping,  # learner is not the sender
-            frame(Handshake("other-ensemble", 3, KIND_ELECTION).encode()) + frame(encode(note(3, 1))),
+            (hs_channel(ChannelId(3, 1, 1, 1), ensemble="other-ensemble"), ping),  # wrong ensemble
+            (hs_channel(ChannelId(2, 1, 5, 4)), ping),  # old iteration of learner 2
+            (hs_channel(ChannelId(2, 1, 4, 99)), ping),  # old incarnation of learner 2
+            (hs_channel(ChannelId(2, 1, 5, 5)), ping),  # the same channel again
+            (hs_channel(ChannelId(3, 7, 1, 1)), ping),  # names another leader
+            (hs_channel(ChannelId(3, 1, 1, 1), sid=4), ping),  # learner is not the sender
+            (frame(Handshake("other-ensemble", 3, KIND_ELECTION).encode()), frame(encode(note(3, 1)))),
         ]
-        for data in attempts:
-            r, w = await raw_conn(port, data)
+        for first, data in attempts:
+            r, w = await member_conn(port, first, data)
             assert await closed_by_peer(r)
             w.close()
         assert leader.t.stats["refused_handshakes"] == len(attempts)
+        assert leader.t.stats["auth_failures"] == 0
         assert leader.closed() == [] and learner.closed() == []
         assert [e for e in leader.events if not (isinstance(e, Received) and e.channel == ch)] == []
         for i in range(100):
@@ -321,7 +364,7 @@ def test_malformed_input_drops_only_that_connection() -> None:
         assert await closed_by_peer(r)
         w.close()
         # an election connection that ends inside a frame
-        r, w = await raw_conn(
+        r, w = await member_conn(
             port, frame(Handshake(ENS, 3, KIND_ELECTION).encode()), frame(encode(note(3, 1)))[:-2]
         )
         w.write_eof()
@@ -329,7 +372,7 @@ def test_malformed_input_drops_only_that_connection() -> None:
         w.close()
         # an announced channel from learner 3, then a frame with a good CRC that is not a message
         ch3 = ChannelId(3, 1, 1, 1)
-        r, w = await raw_conn(port, hs_channel(ch3), frame(encode(Ping(zxid=4))))
+        r, w = await member_conn(port, hs_channel(ch3), frame(encode(Ping(zxid=4))))
         await leader.until(lambda: len(leader.received(ch3)) == 1)
         w.write(frame(b"\x93\x01\x02\x03"))
         assert await closed_by_peer(r)
@@ -337,22 +380,22 @@ def test_malformed_input_drops_only_that_connection() -> None:
         w.close()
         # a channel message that only a leader may send, from a learner
         ch4 = ChannelId(4, 1, 1, 1)
-        r, w = await raw_conn(port, hs_channel(ch4), frame(encode(Ping(zxid=4))), frame(encode(prop(1))))
+        r, w = await member_conn(port, hs_channel(ch4), frame(encode(Ping(zxid=4))), frame(encode(prop(1))))
         assert await closed_by_peer(r)
         await leader.until(lambda: ch4 in leader.closed())
         w.close()
         # an election notification on a channel, and a channel packet on an election connection
         ch5 = ChannelId(5, 1, 1, 1)
-        r, w = await raw_conn(port, hs_channel(ch5), frame(encode(note(5, 1))))
+        r, w = await member_conn(port, hs_channel(ch5), frame(encode(note(5, 1))))
         assert await closed_by_peer(r)
         w.close()
-        r, w = await raw_conn(
+        r, w = await member_conn(
             port, frame(Handshake(ENS, 6, KIND_ELECTION).encode()), frame(encode(Ping(zxid=1)))
         )
         assert await closed_by_peer(r)
         w.close()
         # a notification whose sender is not the handshake's
-        r, w = await raw_conn(
+        r, w = await member_conn(
             port, frame(Handshake(ENS, 6, KIND_ELECTION).encode()), frame(encode(note(7, 1)))
         )
         assert await closed_by_peer(r)

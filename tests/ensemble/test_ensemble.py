@@ -98,7 +98,7 @@ def test_a_leader_partitioned_into_a_minority_steps_down_and_its_lone_proposals_
     from zabray.client import EnsembleClient, LoopThread
 
     loop = LoopThread()
-    lone = EnsembleClient(ens.name, {leader: tuple(ens.info["clients"][leader])})
+    lone = EnsembleClient(ens.name, {leader: tuple(ens.info["clients"][leader])}, secret=ens._secret)
     lone.leader = leader
     import asyncio
 

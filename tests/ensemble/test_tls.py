@@ -1,0 +1,89 @@
+"""TLS on the peer and client ports of a real ensemble: replicas elect and commit over mutual
+TLS; plaintext, a certificate from another CA, or no client certificate are refused before a
+single zabray frame comes back."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.ensemble.conftest import assert_no_loss, converged, wait_until
+from zabray import trace
+from zabray.auth import PEER, Connector, Secret
+from zabray.framing import KIND_ELECTION, FrameDecoder, Handshake, frame
+from zabray.tls import make_certs
+
+pytestmark = pytest.mark.ray
+
+
+def context(ca: Path, cert: Path | None, key: Path | None) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.load_verify_locations(cafile=str(ca))
+    if cert is not None and key is not None:
+        ctx.load_cert_chain(str(cert), str(key))
+    return ctx
+
+
+def frames_back(addr: tuple[str, int], ctx: ssl.SSLContext | None, ensemble: str) -> list[bytes] | None:
+    """Connect (over TLS with ``ctx``, else plaintext), send a handshake and a HELLO as a member
+    would, and return the frames the replica sent before closing; None if the connection was
+    refused (TLS failed, or it closed without a frame). Returns at the first frame."""
+    hs = Handshake(ensemble, 9, KIND_ELECTION).encode()
+    hello = Connector(Secret(b"s" * 32), PEER + hs, b"n" * 32).hello()
+    raw = socket.create_connection(addr, timeout=10)
+    try:
+        s: Any = ctx.wrap_socket(raw) if ctx is not None else raw
+        s.settimeout(10)
+        s.sendall(frame(hs) + frame(hello))
+        dec = FrameDecoder()
+        while data := s.recv(1 << 16):
+            if out := dec.feed(data):
+                return out
+        return None
+    except (ssl.SSLError, ConnectionResetError, BrokenPipeError, TimeoutError):
+        return None
+    except Exception:  # a TLS alert or other bytes that are not frames
+        return None
+    finally:
+        raw.close()
+
+
+def test_tls_ensemble_commits_and_refuses_plaintext_and_foreign_certificates(start, tmp_path) -> None:
+    ours, theirs = tmp_path / "ca", tmp_path / "other-ca"
+    make_certs(ours, ["node", "client"])
+    make_certs(theirs, ["node"])
+    ens = start(3, tls=True, tls_ca=str(ours / "ca.pem"), tls_cert=str(ours / "node.pem"),
+                tls_key=str(ours / "node.key"), tls_client_certs=True,
+                tls_client_cert=str(ours / "client.pem"), tls_client_key=str(ours / "client.key"))
+    ens.wait_for_leader(60)
+    acked = {int(ens.submit(v)): trace.digest(v) for v in [b"over", b"tls"]}
+    for z, v in zip(ens.submit_many([b"v%d" % i for i in range(50)]), range(50), strict=True):
+        acked[int(z)] = trace.digest(b"v%d" % v)  # type: ignore[arg-type]
+    wait_until(lambda: converged(ens), what="convergence over TLS")
+    assert_no_loss(ens, acked)
+
+    member = context(ours / "ca.pem", ours / "node.pem", ours / "node.key")
+    foreign = context(ours / "ca.pem", theirs / "node.pem", theirs / "node.key")  # trusts us, signed by another CA
+    no_cert = context(ours / "ca.pem", None, None)
+    for info in ens.info["replicas"].values():
+        quorum = (info["quorum"][0], int(info["quorum"][1]))
+        client = (info["client"][0], int(info["client"][1]))
+        # Control: a real certificate gets through TLS, and the auth layer answers with a CHALLENGE.
+        assert frames_back(quorum, member, ens.name) is not None
+        for addr in (quorum, client):
+            assert frames_back(addr, None, ens.name) is None, f"plaintext got an answer from {addr}"
+            assert frames_back(addr, foreign, ens.name) is None, f"another CA's certificate got through to {addr}"
+            assert frames_back(addr, no_cert, ens.name) is None, f"no client certificate got through to {addr}"
+        # And a client that does not trust our CA refuses the replica.
+        with pytest.raises(ssl.SSLError):
+            ctx = context(theirs / "ca.pem", theirs / "node.pem", theirs / "node.key")
+            with socket.create_connection(quorum, timeout=10) as raw, ctx.wrap_socket(raw):
+                pass
+    assert ens.leader() is not None
+    acked[int(ens.submit(b"after"))] = trace.digest(b"after")
+    assert_no_loss(ens, acked)
