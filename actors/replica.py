@@ -64,6 +64,16 @@ log = logging.getLogger(__name__)
 _SYNC_TYPES = (Diff, Trunc, Snap)
 
 
+def advertised_host(bind: str) -> str:
+    """The address peers and clients dial: the bind address, or for a wildcard bind (0.0.0.0,
+    ::, "") this node's own IP as Ray knows it, since other hosts cannot dial a wildcard."""
+    if bind not in ("0.0.0.0", "::", ""):
+        return bind
+    import ray
+
+    return str(ray.util.get_node_ip_address())
+
+
 def next_incarnation(data_dir: Path, at_least: int = 0) -> int:
     """Bump and durably record the incarnation: channel ids must never repeat across restarts,
     even for a replica rebuilt from an empty disk (the controller passes ``at_least``)."""
@@ -141,7 +151,8 @@ class ReplicaServer:
         self._tasks.append(loop.create_task(self._ticker()))
         log.info("replica %d (incarnation %d) up: quorum port %d, client port %d, last zxid %s",
                  self.sid, self.incarnation, qport, cport, durable.last_zxid)
-        return {"sid": self.sid, "quorum": [self.cfg.host, qport], "client": [self.cfg.host, cport],
+        host = advertised_host(self.cfg.host)
+        return {"sid": self.sid, "quorum": [host, qport], "client": [host, cport],
                 "pid": os.getpid(), "incarnation": self.incarnation}
 
     async def stop(self) -> None:
