@@ -317,22 +317,34 @@ class Ensemble:
             self._client = EnsembleClient(self.name, self._addresses(), refresh)
         return self._loop, self._client
 
+    def _check_raw(self) -> None:
+        """Raw values are refused on a ZooKeeper ensemble: its state machine reads every txn as a
+        ZooKeeper request, so raw bytes would commit as an error txn that changes nothing, and an
+        acknowledgement would claim a write that no check could ever find."""
+        if self.info.get("config", {}).get("service") == "zookeeper":
+            raise ConfigError(f"ensemble {self.name!r} runs service: zookeeper, which takes ZooKeeper "
+                              f"requests, not raw values: write through ens.session() (create, set)")
+
     def submit(self, value: bytes, timeout: float = 10.0) -> Zxid:
         """Replicate ``value``; returns its zxid once committed. Raises ``UncertainOutcomeError``
-        if the write may or may not have committed, ``NoQuorumError`` if nothing committed it."""
+        if the write may or may not have committed, ``NoQuorumError`` if nothing committed it.
+        ``service: broadcast`` only (``ConfigError`` on a ZooKeeper ensemble: use a session)."""
         if not isinstance(value, (bytes, bytearray)):
             raise ConfigError(f"submit takes bytes, got {type(value).__name__}")
+        self._check_raw()
         loop, client = self._ensure_client()
         return loop.run(client.submit(bytes(value), timeout))
 
     async def submit_async(self, value: bytes, timeout: float = 10.0) -> Zxid:
         """``submit`` for coroutines; many may be in flight at once."""
+        self._check_raw()
         loop, client = self._ensure_client()
         fut = asyncio.run_coroutine_threadsafe(client.submit(bytes(value), timeout), loop.loop)
         return await asyncio.wrap_future(fut)
 
     def submit_many(self, values: list[bytes], timeout: float = 30.0) -> list[Zxid | BaseException]:
         """Submit all at once (pipelined); one result or exception per value, in order."""
+        self._check_raw()
         loop, client = self._ensure_client()
 
         async def go() -> list[Any]:
