@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from zabray.commands import _guard
@@ -62,8 +64,11 @@ def run_under_load(ens: Any, data: dict[str, Any], seed: int | None, in_flight: 
     s = schedule.parse(data, seed)
     ens.wait_for_leader(60)
     wcfg = s.workload
-    wl = Workload(ens, in_flight=in_flight or int(wcfg.get("in_flight", 100)),
-                  size=int(wcfg.get("size", 1024))).start()
+    trace_dir = None
+    if ens.info.get("config", {}).get("trace", True) and ens.info.get("run_dir"):
+        trace_dir = Path(ens.info["run_dir"]) / "trace"  # the client's rows, so `zabray check` sees them
+    wl = Workload(ens, in_flight=in_flight or int(wcfg.get("in_flight", 100)), size=int(wcfg.get("size", 1024)),
+                  session=os.getpid(), trace_dir=trace_dir).start()
     try:
         started = ens.run_schedule(data, seed, wait=False)
         while True:
