@@ -17,7 +17,8 @@ Definitions (all per ``run``; times in the trace's unit, seconds or ticks):
 * ``lag_over_time``: per replica and bucket, mean and max of that lag.
 * ``leader_changes``: first ``established`` per epoch; ``faults``: the fault intervals.
 * ``runs``: per run, its first and last trace time (``t0``: the run's start, the zero of every
-  plot's time axis) and whether it was simulated (times in ticks, not seconds).
+  plot's time axis) and whether it was simulated (times in ticks, not seconds: a simulated
+  run's clock starts at 0, a real one's is the wall clock).
 * ``uptime``: per replica incarnation, its first and last trace row: a replica was down
   between one incarnation's last row and the next one's first (plots leave that gap empty).
 """
@@ -201,9 +202,10 @@ def figures(trace: DataFrame | TraceFrames, bucket: float | None = None) -> Figu
                               F.col("e.zxid").alias("zxid"))
                       .orderBy("run", "t"))
     timed = df.where(F.col("t").isNotNull())
+    # Real runs stamp wall-clock seconds (~1.7e9), the simulator its tick count from 0.
     runs = (timed.groupBy("run")
-            .agg(F.min(F.least("t", "invoke_t", "start")).alias("t0"), F.max("t").alias("t1"),
-                 F.max(F.when(F.col("src") == "sim", 1).otherwise(0)).cast("boolean").alias("simulated"))
+            .agg(F.min(F.least("t", "invoke_t", "start")).alias("t0"), F.max("t").alias("t1"))
+            .select("*", (F.col("t0") < F.lit(1e8)).alias("simulated"))
             .orderBy("run"))
     uptime = (timed.where((F.col("replica") >= 0) & F.col("inc").isNotNull())
               .groupBy("run", "replica", "inc").agg(F.min("t").alias("start"), F.max("t").alias("end"))
