@@ -23,6 +23,7 @@ from typing import Any
 from actors import clientproto as cp
 from actors.faultpoints import PERSIST_KIND_OF, ReplicaFaults
 from actors.framing import FrameDecoder, FrameEncoder
+from actors.metrics import ReplicaMetrics
 from actors.transport import PeerTransport
 from storage.base import apply_persists
 from storage.disk import DiskStore
@@ -100,6 +101,7 @@ class ReplicaServer:
         self._snap_due = self._snapshot_interval()
         self.faults = ReplicaFaults()
         self._dying = False
+        self.metrics = ReplicaMetrics(ensemble, sid)
         self.zk: Any = None
         if config.service == "zookeeper":
             from actors.zkservice import ZkService
@@ -193,6 +195,7 @@ class ReplicaServer:
         except ZabError as e:
             self._die(f"{type(e).__name__}: {e}")
             return
+        self.metrics.after_step(self.node)
         transport = self.transport
         assert transport is not None
         for a in actions:
@@ -316,6 +319,7 @@ class ReplicaServer:
                 if self.faults.hit(f"persist-before:{kind}", self.node.role.phase_name()):  # type: ignore[union-attr]
                     self._crash(f"persist-before:{kind}")
         self._flushing = True
+        self._flush_t0 = time.monotonic()
         fut = self.loop.run_in_executor(self._io, self._io_apply, batch)
         fut.add_done_callback(lambda f: self._flushed(f, batch))
 
@@ -333,6 +337,7 @@ class ReplicaServer:
                     self._crash(f"persist-after:{kind}")
         self.stats["syncs"] += 1
         self.stats["synced_actions"] += n
+        self.metrics.fsync(time.monotonic() - self._flush_t0)
         self._step(Persisted(upto))
         if self._pq:
             self._flush()
@@ -408,6 +413,7 @@ class ReplicaServer:
         )
         if self.zk is not None:
             s["zk"] = self.zk.status()
+        s["metrics"] = self.metrics.snapshot(self)
         return s
 
     def request_snapshot(self) -> dict[str, int]:
@@ -500,6 +506,7 @@ class ReplicaActor:
 
     async def start(self) -> dict[str, Any]:
         info = await self.server.start()
+        self._metrics_task = asyncio.get_running_loop().create_task(self.server.metrics.export_forever(self.server))
         import ray
 
         info["node_id"] = ray.get_runtime_context().get_node_id()
