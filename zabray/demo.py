@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from zabray.ensemble import Ensemble
+from zabray.errors import ZabError
 from zabray.workload import Workload, check_histories, percentile, trace_zxid
 
 
@@ -63,7 +64,10 @@ def run_demo(seconds: float = 6.0, in_flight: int = 200, replicas: int = 3, keep
         _say(f"done in {time.monotonic() - t_start:.1f} s")
         return 1 if problems or not caught else 0
     finally:
-        ens.stop(wipe=True)
+        try:
+            ens.stop(wipe=True)
+        except ZabError as e:  # never hide what went wrong above behind a failed cleanup
+            _say(f"  could not stop the demo ensemble cleanly: {e}")
         shutil.rmtree(data / "data", ignore_errors=True)
         if not keep:
             shutil.rmtree(data, ignore_errors=True)
