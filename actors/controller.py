@@ -52,6 +52,8 @@ class EnsembleController:
         self.groups: list[list[int]] | None = None
         self.started_at = time.time()
         self._open_faults: dict[tuple[str, str], float] = {}
+        self._last: dict[int, dict[str, Any]] = {}  # each replica's last status read while it ran
+        self.node_addr: dict[str, str] = {}
 
     def _fault(self, kind: str, target: list[int] | str, *, ends: str | None = None) -> None:
         """Record a fault in the run's trace: ``kind`` starts now; ``ends`` closes an open one."""
@@ -79,7 +81,9 @@ class EnsembleController:
     # -- placement and start -------------------------------------------------------------------
 
     async def start(self) -> dict[str, Any]:
-        nodes = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"] and n.get("Resources", {}).get("CPU", 0) >= 0)
+        live = [n for n in ray.nodes() if n["Alive"] and n.get("Resources", {}).get("CPU", 0) >= 0]
+        self.node_addr = {n["NodeID"]: str(n.get("NodeManagerAddress") or "?") for n in live}
+        nodes = sorted(n["NodeID"] for n in live)
         for i, sid in enumerate(self.members):
             self.node_of[sid] = nodes[i % len(nodes)]
         await asyncio.gather(*(self._launch(sid) for sid in self.members))
@@ -158,21 +162,33 @@ class EnsembleController:
             fh.write(json.dumps(trace.row(trace.Fault(kind, target, start, end), run=self.name, src="faults",
                                           replica=-1, inc=0, t=end or start), separators=(",", ":")) + "\n")
 
+    # What a DOWN or PAUSED replica last reported: shown marked stale, since its disk still holds it.
+    _KEPT = ("current_epoch", "accepted_epoch", "last_zxid", "applied", "leader", "phase")
+
+    def _node_label(self, node_id: str | None) -> str | None:
+        if node_id is None:
+            return None
+        return f"{self.node_addr.get(node_id, '?')} ({node_id[:8]})"
+
     async def status(self, timeout: float = 2.0) -> list[dict[str, Any]]:
         async def one(sid: int) -> dict[str, Any]:
-            base = {"sid": sid, "node": self.node_of.get(sid), "pid": self.info.get(sid, {}).get("pid"),
-                    "incarnation": self.info.get(sid, {}).get("incarnation"), "paused": sid in self.paused,
-                    "observer": sid in self.observers}
+            info = self.info.get(sid, {})
+            base = {"sid": sid, "node": self.node_of.get(sid), "node_label": self._node_label(self.node_of.get(sid)),
+                    "client": info.get("client"), "pid": info.get("pid"), "incarnation": info.get("incarnation"),
+                    "paused": sid in self.paused, "observer": sid in self.observers}
+            last = {k: self._last[sid][k] for k in self._KEPT if k in self._last.get(sid, {})}
+            stale = {**last, "stale": True} if last else {"stale": True}
             h = self.handles.get(sid)
             if h is None:
-                return {**base, "alive": False, "state": "DOWN"}
+                return {**base, **stale, "alive": False, "state": "DOWN"}
             if sid in self.paused:
-                return {**base, "alive": True, "state": "PAUSED"}
+                return {**base, **stale, "alive": True, "state": "PAUSED"}
             try:
                 st = await asyncio.wait_for(h.status.remote(), timeout)
             except Exception as e:  # dead actor, timeout
-                return {**base, "alive": False, "state": "DOWN", "error": type(e).__name__}
-            return {**base, **st, "node": self.node_of.get(sid)}
+                return {**base, **stale, "alive": False, "state": "DOWN", "error": type(e).__name__}
+            self._last[sid] = st
+            return {**base, **st, "node": self.node_of.get(sid), "stale": False}
 
         return list(await asyncio.gather(*(one(s) for s in self.members)))
 
@@ -229,7 +245,7 @@ class EnsembleController:
         its own (a crash point, a failed fsync) is restarted the same way."""
         self._check(sid)
         if await self._alive(sid):
-            raise ConfigError(f"replica {sid} is running; kill it first")
+            raise ConfigError(f"replica {sid} is running; kill it before restarting it")
         alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
         if self.node_of[sid] not in alive:
             if not fresh:
@@ -272,8 +288,14 @@ class EnsembleController:
     async def partition(self, groups: list[list[int]]) -> None:
         """Cut every TCP link between replicas of different groups, both ways."""
         flat = [s for g in groups for s in g]
-        if len(flat) != len(set(flat)) or not set(flat) <= set(self.members):
-            raise ConfigError(f"partition groups must be disjoint sets of replicas from {self.members}")
+        unknown = sorted(set(flat) - set(self.members))
+        if unknown:
+            raise ConfigError(f"partition names unknown replica(s) {', '.join(map(str, unknown))}; "
+                              f"ensemble {self.name!r} has replicas {self.members}")
+        twice = sorted({s for s in flat if flat.count(s) > 1})
+        if twice:
+            raise ConfigError(f"partition groups must be disjoint: replica(s) {', '.join(map(str, twice))} "
+                              f"appear in more than one group")
         rest = [s for s in self.members if s not in flat]
         self.groups = [list(g) for g in groups] + ([rest] if rest else [])
         await self._apply_partition()
@@ -297,7 +319,9 @@ class EnsembleController:
         calls = [h.unblock.remote(self.members) for s, h in self.handles.items() if s not in self.paused]
         await asyncio.gather(*calls, return_exceptions=True)
 
-    async def stop(self) -> None:
+    async def stop(self, wipe: bool = False) -> list[str]:
+        """Stop every replica (and the snapshot actor). ``wipe`` then deletes every replica's data
+        directory, on whichever node holds it; returns the directories deleted."""
         for sid in list(self.paused):
             self._signal(sid, signal.SIGCONT)
         self.paused.clear()
@@ -309,3 +333,26 @@ class EnsembleController:
         if getattr(self, "snapshotter", None) is not None:
             ray.kill(self.snapshotter, no_restart=True)
             self.snapshotter = None
+        if not wipe:
+            return []
+        alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+        wipes = []
+        for sid in self.members:
+            node = self.node_of.get(sid)
+            if node in alive:  # a gone node took its disk with it
+                wipes.append(_wipe.options(
+                    num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
+                ).remote(self.data_dir(sid), str(Path(self.cfg.data_dir) / self.name)))
+        return [d for d in await asyncio.gather(*wipes) if d]
+
+
+@ray.remote
+def _wipe(path: str, parent: str) -> str | None:
+    """Delete a replica's data directory on this node (and the ensemble's, once empty)."""
+    existed = os.path.isdir(path)
+    shutil.rmtree(path, ignore_errors=True)
+    try:
+        os.rmdir(parent)  # only if empty: another replica on this node may still be there
+    except OSError:
+        pass
+    return path if existed else None

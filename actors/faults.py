@@ -19,9 +19,10 @@ import ray
 
 from actors.controller import NAMESPACE, controller_name
 from zabray import schedule as sched
-from zabray.errors import ConfigError
+from zabray.errors import ConfigError, NotRunningError
 
 log = logging.getLogger(__name__)
+DISK_FAULTS = ("fsync-fail", "slow-fsync", "lose-unsynced", "clear")
 
 
 def injector_name(name: str) -> str:
@@ -94,7 +95,15 @@ class FaultInjector:
 
     # -- network faults (through the replicas' hooks) ------------------------------------------
 
+    async def _known(self, *groups: list[int]) -> None:
+        await self._membership()
+        unknown = sorted({s for g in groups for s in g} - set(self.members))
+        if unknown:
+            raise ConfigError(f"no replica {', '.join(map(str, unknown))} in ensemble {self.name!r} "
+                              f"(replicas are {self.members})")
+
     async def _shape(self, src: list[int], dst: list[int], delay_ms: float | None) -> None:
+        await self._known(src, dst)
         kind = "oneway" if delay_ms is None else "delay"
         for s in src:
             await self._on_replica(s, "shape_links", dst, delay_ms)
@@ -113,6 +122,7 @@ class FaultInjector:
 
     async def cut(self, src: list[int], dst: list[int]) -> int:
         """Close the current channels between ``src`` and ``dst`` mid-iteration."""
+        await self._known(src, dst)
         n = 0
         for s in src:
             n += await self._on_replica(s, "cut_links", dst) or 0
@@ -132,10 +142,23 @@ class FaultInjector:
 
     # -- disk faults and crash points ------------------------------------------------------------------
 
-    async def disk(self, sid: int, kind: str, delay_ms: float = 0.0) -> None:
+    async def _running(self, sid: int) -> Any:
+        """The replica's handle; ``ConfigError`` for a sid not in the ensemble, ``NotRunningError``
+        for one that is down."""
+        await self._membership()
+        if sid not in self.members:
+            raise ConfigError(f"no replica {sid} in ensemble {self.name!r} (replicas are {self.members})")
         h = await self._handle(sid)
         if h is None:
-            raise ConfigError(f"replica {sid} is not running")
+            raise NotRunningError(f"replica {sid} is not running")
+        return h
+
+    async def disk(self, sid: int, kind: str, delay_ms: float = 0.0) -> None:
+        if kind not in DISK_FAULTS:
+            raise ConfigError(f"unknown disk fault {kind!r}: use {', '.join(DISK_FAULTS)}")
+        if kind == "slow-fsync" and delay_ms <= 0:
+            raise ConfigError("slow-fsync needs a positive delay_ms")
+        h = await self._running(sid)
         now = time.time()
         if kind == "lose-unsynced":
             await self._record(kind, str(sid), now, now)
@@ -153,9 +176,9 @@ class FaultInjector:
                            None if kind == "slow-fsync" else now)
 
     async def arm(self, sid: int, point: str, nth: int = 1) -> None:
-        h = await self._handle(sid)
-        if h is None:
-            raise ConfigError(f"replica {sid} is not running")
+        if nth < 1:
+            raise ConfigError(f"nth must be at least 1, got {nth}")
+        h = await self._running(sid)
         await h.arm_crash.remote(point, nth)
         now = time.time()
         await self._record("arm-crash-point", f"{sid}:{point}#{nth}", now, now)

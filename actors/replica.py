@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from actors.faultpoints import PERSIST_KIND_OF, ReplicaFaults
+from actors.metrics import ReplicaMetrics
 from actors.services import BroadcastService, HostedService, ZooKeeperService
 from actors.transport import PeerTransport
 from storage.base import apply_persists
@@ -118,6 +119,7 @@ class ReplicaServer:
         self._dying = False
         self.service: HostedService = (ZooKeeperService(sid, self.stats) if config.service == "zookeeper"
                                        else BroadcastService(self.stats))
+        self.metrics = ReplicaMetrics(ensemble, sid)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -232,6 +234,7 @@ class ReplicaServer:
         except ZabError as e:
             self._die(f"{type(e).__name__}: {e}")
             return
+        self.metrics.after_step(self.node)
         transport = self.transport
         assert transport is not None
         for_service: list[Action] = []
@@ -343,6 +346,7 @@ class ReplicaServer:
                 if self.faults.hit(f"persist-before:{kind}", self.node.role.phase_name()):  # type: ignore[union-attr]
                     self._crash(f"persist-before:{kind}")
         self._flushing = True
+        self._flush_t0 = time.monotonic()
         fut = self.loop.run_in_executor(self._io, self._io_apply, batch)
         fut.add_done_callback(lambda f: self._flushed(f, batch))
 
@@ -360,6 +364,7 @@ class ReplicaServer:
                     self._crash(f"persist-after:{kind}")
         self.stats["syncs"] += 1
         self.stats["synced_actions"] += n
+        self.metrics.fsync(time.monotonic() - self._flush_t0)
         self._step(Persisted(upto))
         if self._pq:
             self._flush()
@@ -428,6 +433,7 @@ class ReplicaServer:
         zk = self.service.status()
         if zk is not None:
             s["zk"] = zk
+        s["metrics"] = self.metrics.snapshot(self)
         return s
 
     def request_snapshot(self) -> dict[str, int]:
@@ -542,6 +548,7 @@ class ReplicaActor:
 
     async def start(self) -> dict[str, Any]:
         info = await self.server.start()
+        self._metrics_task = asyncio.get_running_loop().create_task(self.server.metrics.export_forever(self.server))
         import ray
 
         info["node_id"] = ray.get_runtime_context().get_node_id()

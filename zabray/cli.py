@@ -10,6 +10,8 @@ import importlib
 import logging
 import sys
 
+from zabray.errors import ConfigError
+
 # Modules that add subcommands through ``register(subparsers)``; optional ones (needing extras
 # that are not installed) are skipped quietly.
 _COMMAND_MODULES = ("zabray.commands", "zabray.faults_cli", "zabray.sim.cli", "zabray.pipeline.cli",
@@ -41,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args) or 0)
+    except ConfigError as e:  # bad usage that a subcommand found after parsing: exit 2, as argparse does
+        print(f"zabray {args.command}: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # e.g. piped into head

@@ -9,12 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import subprocess
 import sys
 from typing import Any
 
-from zabray.errors import ConfigError, ZabError
+from zabray.errors import ConfigError, NotRunningError, ZabError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -29,9 +27,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--replicas", type=int, default=3)
     p.add_argument("--observers", type=int, default=0)
     p.add_argument("--config", default=None, help="YAML config (default configs/local.yaml)")
+    p.add_argument("--service", choices=["broadcast", "zookeeper"], default=None,
+                   help="what the replicas serve (default: the config's `service`, broadcast)")
+    p.add_argument("--ray-port", type=int, default=None,
+                   help="GCS port of the Ray head `up` starts when none runs (default: Ray's, 6379)")
     p = add("status", "show every replica's role, epoch and progress", status)
     p.add_argument("--json", action="store_true")
-    p = add("submit", "replicate values (opaque bytes) and print their zxids", submit)
+    p = add("submit", "replicate values (opaque bytes): their zxids, or with --count a summary", submit)
     p.add_argument("values", nargs="*", help="values to write (default: --count generated values)")
     p.add_argument("--count", type=int, default=1)
     p.add_argument("--size", type=int, default=1024)
@@ -46,13 +48,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("sid", type=int)
     p = add("partition", "cut links between groups, e.g. `zabray partition 1 2,3`", partition)
     p.add_argument("groups", nargs="+")
-    add("heal", "restore every link", lambda a: _ens(a).heal())
-    p = add("down", "stop the ensemble (data stays on disk)", down)
+    add("heal", "restore every link", heal)
+    p = add("down", "stop the ensemble (data stays on disk unless --wipe)", down)
+    p.add_argument("--wipe", action="store_true", help="delete the replicas' data directories")
     p.add_argument("--stop-ray", action="store_true", help="also stop the local Ray head `up` started")
     p = add("demo", "3 replicas on an embedded Ray: writes, a leader kill, recovery, checks, a summary", demo)
     p.add_argument("--seconds", type=float, default=6.0, help="how long to write (default 6)")
     p.add_argument("--in-flight", type=int, default=200)
     p.add_argument("--simulated", action="store_true", help="run the deterministic simulator instead")
+    p.add_argument("--keep", action="store_true", help="keep the run's traces (for `zabray check`)")
 
 
 def _guard(func: Any, args: argparse.Namespace) -> int:
@@ -68,36 +72,38 @@ def _guard(func: Any, args: argparse.Namespace) -> int:
 
 def _ens(args: argparse.Namespace) -> Any:
     from zabray.ensemble import Ensemble
+    from zabray.rayhead import running_head
 
-    return Ensemble.connect(args.name, address=_address(args))
+    address = _address(args)
+    if address is None and running_head() is None:
+        import ray
+
+        if not ray.is_initialized():
+            raise NotRunningError("no Ray cluster is running on this machine: `zabray up` starts one with an "
+                                  "ensemble (or pass --address / set RAY_ADDRESS)")
+    return Ensemble.connect(args.name, address=address)
 
 
 def _address(args: argparse.Namespace) -> str | None:
-    return args.address or os.environ.get("RAY_ADDRESS") or ("auto" if _head_running() else None)
-
-
-def _head_running() -> bool:
-    ray_bin = shutil.which("ray", path=os.path.dirname(sys.executable)) or shutil.which("ray")
-    if ray_bin is None:
-        return False
-    r = subprocess.run([ray_bin, "status"], capture_output=True, text=True, timeout=60)
-    return r.returncode == 0
+    """An explicit --address or RAY_ADDRESS; otherwise ``init_ray`` finds the running head."""
+    return args.address or os.environ.get("RAY_ADDRESS") or None
 
 
 def up(args: argparse.Namespace) -> int:
     from zabray.ensemble import Ensemble
+    from zabray.rayhead import running_head, start_head
 
-    address = args.address or os.environ.get("RAY_ADDRESS")
-    if address is None:
-        if not _head_running():
-            ray_bin = shutil.which("ray", path=os.path.dirname(sys.executable)) or "ray"
-            print("starting a local Ray head (`zabray down --stop-ray` stops it)")
-            subprocess.run([ray_bin, "start", "--head", "--include-dashboard=false", "--disable-usage-stats"],
-                           check=True, capture_output=True)
-        address = "auto"
-    ens = Ensemble.start(args.replicas, args.observers, args.config, name=args.name, address=address)
+    address = _address(args)
+    if address is None and running_head() is None:
+        head, dash = start_head(args.ray_port)
+        print(f"started a local Ray head at {head}, dashboard http://127.0.0.1:{dash} "
+              f"(`zabray down --stop-ray` stops it)")
+    overrides = {"service": args.service} if args.service else {}
+    ens = Ensemble.start(args.replicas, args.observers, args.config, name=args.name, address=address, **overrides)
     sid = ens.wait_for_leader(60)
-    print(f"ensemble {args.name!r} is up: {args.replicas} voters, {args.observers} observers; leader {sid}")
+    service = ens.info.get("config", {}).get("service", "broadcast")
+    print(f"ensemble {args.name!r} is up ({service}): {args.replicas} voters, {args.observers} observers; "
+          f"leader {sid}")
     print(f"traces: {ens.info['run_dir']}")
     return 0
 
@@ -107,23 +113,47 @@ def status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([r.raw for r in rows], indent=2, default=str))
         return 0
-    print(f"{'sid':>3} {'state':<10} {'phase':<16} {'epoch':>5} {'last zxid':>12} {'delivered':>12} "
-          f"{'inc':>3} {'pid':>7}  node")
+    print(f"{'sid':>3} {'state':<10} {'phase':<16} {'epoch':>6} {'last zxid':>12} {'delivered':>12} "
+          f"{'inc':>3} {'pid':>7}  {'client':<21} node")
     for r in rows:
-        print(f"{r.sid:>3} {r.state + ('*' if r.observer else ''):<10} {r.phase or '-':<16} {r.epoch:>5} "
-              f"{r.last_zxid!s:>12} {r.applied!s:>12} {r.incarnation if r.incarnation is not None else '-':>3} "
-              f"{r.pid or '-':>7}  {(r.node or '-')[:12]}")
+        mark = "~" if r.stale else ""
+        epoch = f"{r.epoch}{mark}" if r.raw.get("current_epoch") is not None else "-"
+        last = f"{r.last_zxid}{mark}" if r.raw.get("last_zxid") is not None else "-"
+        applied = f"{r.applied}{mark}" if r.raw.get("applied") is not None else "-"
+        client = f"{r.client[0]}:{r.client[1]}" if r.client else "-"
+        print(f"{r.sid:>3} {r.state + ('*' if r.observer else ''):<10} {r.phase or '-':<16} {epoch:>6} "
+              f"{last:>12} {applied:>12} {r.incarnation if r.incarnation is not None else '-':>3} "
+              f"{r.pid or '-':>7}  {client:<21} {r.node_label or (r.node or '-')[:12]}")
+    if any(r.observer for r in rows):
+        print("* observer")
+    if any(r.stale for r in rows):
+        print("~ stale: what the replica last reported before it went down or was paused (its disk holds it)")
     return 0 if any(r.established_leader for r in rows) else 1
 
 
 def submit(args: argparse.Namespace) -> int:
+    import time
+
+    if args.count < 1 or args.size < 1:
+        raise ConfigError("--count and --size must be at least 1")
     ens = _ens(args)
     values = [v.encode() for v in args.values] or [os.urandom(args.size) for _ in range(args.count)]
-    for v, z in zip(values, ens.submit_many(values), strict=True):
-        if isinstance(z, BaseException):
-            print(f"{v[:20]!r}: {type(z).__name__}: {z}", file=sys.stderr)
-            return 1
-        print(z)
+    t0 = time.monotonic()
+    results = ens.submit_many(values)
+    elapsed = time.monotonic() - t0
+    failed = [(v, z) for v, z in zip(values, results, strict=True) if isinstance(z, BaseException)]
+    for v, z in failed[:5]:
+        print(f"{v[:20]!r}: {type(z).__name__}: {z}", file=sys.stderr)
+    ok = [z for z in results if not isinstance(z, BaseException)]
+    if args.values:
+        for z in ok:
+            print(z)
+    elif ok:
+        print(f"{len(ok):,} writes of {args.size:,} bytes committed in {elapsed:.2f} s "
+              f"({len(ok) / max(elapsed, 1e-9):,.0f}/s, all in flight at once); zxids {min(ok)} .. {max(ok)}")
+    if failed:
+        print(f"{len(failed):,} of {len(values):,} writes failed", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -150,8 +180,19 @@ def restart(args: argparse.Namespace) -> int:
     return 0
 
 
+_DONE = {"pause": "paused replica {} (SIGSTOP; `zabray resume {}` thaws it)",
+         "resume": "resumed replica {}"}
+
+
 def _control(args: argparse.Namespace, what: str) -> int:
     getattr(_ens(args), what)(args.sid)
+    print(_DONE[what].format(args.sid, args.sid))
+    return 0
+
+
+def heal(args: argparse.Namespace) -> int:
+    _ens(args).heal()
+    print("healed: every link restored (partitions, one-way partitions, delays)")
     return 0
 
 
@@ -160,18 +201,35 @@ def partition(args: argparse.Namespace) -> int:
         groups = [[int(x) for x in g.split(",") if x] for g in args.groups]
     except ValueError:
         raise ConfigError("partition groups are comma lists of replica ids: `zabray partition 1 2,3`") from None
+    if not groups or any(not g for g in groups):
+        raise ConfigError("partition takes groups of replica ids: `zabray partition 1 2,3`")
     _ens(args).partition(*groups)
+    print("partitioned: " + " | ".join(",".join(map(str, g)) for g in groups) + " (`zabray heal` restores)")
     return 0
 
 
 def down(args: argparse.Namespace) -> int:
     try:
-        _ens(args).stop()
-        print(f"ensemble {args.name!r} stopped")
+        wiped = _ens(args).stop(wipe=args.wipe)
+        print(f"ensemble {args.name!r} stopped" + (f"; wiped {len(wiped)} data directories" if args.wipe else
+                                                  " (data kept; `--wipe` deletes it)"))
     finally:
         if args.stop_ray:
-            ray_bin = shutil.which("ray", path=os.path.dirname(sys.executable)) or "ray"
-            subprocess.run([ray_bin, "stop"], capture_output=True)
+            import ray
+
+            from zabray.rayhead import running_head, stop_head
+
+            # Leave the cluster before stopping it, or this driver's own Ray threads print
+            # tracebacks as the head goes away under them.
+            if ray.is_initialized():
+                ray.shutdown()
+            head = _address(args) or running_head()
+            if head is None:
+                print("no local Ray head is running")
+            else:
+                n = stop_head(head)
+                print(f"stopped the Ray head at {head} ({n} processes)" if n else
+                      f"the Ray head at {head} runs elsewhere: stop it there")
     return 0
 
 
@@ -182,4 +240,4 @@ def demo(args: argparse.Namespace) -> int:
         return simulated_demo()
     from zabray.demo import run_demo
 
-    return run_demo(seconds=args.seconds, in_flight=args.in_flight)
+    return run_demo(seconds=args.seconds, in_flight=args.in_flight, keep=args.keep)

@@ -91,10 +91,14 @@ class EnsembleConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EnsembleConfig:
+        """Validate every key; a ``ConfigError`` names *all* the bad ones at once, so a config
+        is fixed in one pass rather than one error per try."""
         known = {f.name: f for f in dataclasses.fields(cls) if f.name != "extra"}
+        problems: list[str] = []
         unknown = sorted(set(data) - set(known) - {"extra"})
         if unknown:
-            raise ConfigError(f"unknown config key {unknown[0]!r}; known keys: {', '.join(sorted(known))}")
+            problems.append(f"unknown config key{'s' if len(unknown) > 1 else ''} "
+                            f"{', '.join(repr(k) for k in unknown)} (known keys: {', '.join(sorted(known))})")
         values: dict[str, Any] = {}
         for name, f in known.items():
             if name not in data:
@@ -102,42 +106,53 @@ class EnsembleConfig:
             v = data[name]
             want = f.type if isinstance(f.type, type) else {"int": int, "bool": bool, "str": str}.get(str(f.type))
             if want is int and (isinstance(v, bool) or not isinstance(v, int)):
-                raise ConfigError(f"config key {name!r} must be an integer, got {v!r}")
-            if want is bool and not isinstance(v, bool):
-                raise ConfigError(f"config key {name!r} must be true or false, got {v!r}")
-            if want is str and not isinstance(v, str):
-                raise ConfigError(f"config key {name!r} must be a string, got {v!r}")
-            values[name] = v
+                problems.append(f"config key {name!r} must be an integer, got {v!r}")
+            elif want is bool and not isinstance(v, bool):
+                problems.append(f"config key {name!r} must be true or false, got {v!r}")
+            elif want is str and not isinstance(v, str):
+                problems.append(f"config key {name!r} must be a string, got {v!r}")
+            else:
+                values[name] = v
         cfg = cls(**values, extra=dict(data.get("extra") or {}))
-        cfg.validate()
+        problems += cfg.problems()
+        if problems:
+            raise ConfigError("; ".join(problems))
         return cfg
 
     def validate(self) -> None:
+        problems = self.problems()
+        if problems:
+            raise ConfigError("; ".join(problems))
+
+    def problems(self) -> list[str]:
+        """Every value out of range, each naming its key."""
+        out: list[str] = []
         positive = ["tick_ms", "init_limit", "sync_limit", "ping_interval", "finalize_wait", "election_resend",
                     "election_resend_max", "max_outstanding", "diff_chunk", "snapshot_every", "keep_snapshots"]
         for name in positive:
             if getattr(self, name) < 1:
-                raise ConfigError(f"config key {name!r} must be at least 1, got {getattr(self, name)}")
+                out.append(f"config key {name!r} must be at least 1, got {getattr(self, name)}")
         for name in ("quorum_port", "client_port"):
             v = getattr(self, name)
             if not 0 <= v <= 65000:
-                raise ConfigError(f"config key {name!r} must be 0 (pick free ports) or a base port below 65000")
+                out.append(f"config key {name!r} must be 0 (pick free ports) or a base port below 65000")
         if self.diff_window < 0:
-            raise ConfigError("config key 'diff_window' must be >= 0")
-        if self.sync_limit <= self.ping_interval:
-            raise ConfigError("config key 'sync_limit' must exceed 'ping_interval', or every learner looks dead")
+            out.append("config key 'diff_window' must be >= 0")
+        if self.sync_limit <= self.ping_interval and self.sync_limit >= 1:
+            out.append("config key 'sync_limit' must exceed 'ping_interval', or every learner looks dead")
         if self.service not in ("broadcast", "zookeeper"):
-            raise ConfigError(f"config key 'service' must be 'broadcast' or 'zookeeper', got {self.service!r}")
+            out.append(f"config key 'service' must be 'broadcast' or 'zookeeper', got {self.service!r}")
         if not self.data_dir:
-            raise ConfigError("config key 'data_dir' must name a directory")
+            out.append("config key 'data_dir' must name a directory")
         if self.secret_file and not self.auth:
-            raise ConfigError("config key 'secret_file' is set but 'auth' is false; drop one of them")
+            out.append("config key 'secret_file' is set but 'auth' is false; drop one of them")
         if self.tls:
             missing = [k for k in ("tls_ca", "tls_cert", "tls_key") if not getattr(self, k)]
             if missing:
-                raise ConfigError(f"config key 'tls' needs {', '.join(missing)}: files made by `zabray certs DIR`")
+                out.append(f"config key 'tls' needs {', '.join(missing)}: files made by `zabray certs DIR`")
         if bool(self.tls_client_cert) != bool(self.tls_client_key):
-            raise ConfigError("config keys 'tls_client_cert' and 'tls_client_key' go together; set both or neither")
+            out.append("config keys 'tls_client_cert' and 'tls_client_key' go together; set both or neither")
+        return out
 
     def protocol(self, voters: frozenset[int], observers: frozenset[int]) -> ProtocolConfig:
         return ProtocolConfig(

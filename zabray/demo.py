@@ -3,11 +3,13 @@ kill, the new leader and how long it took, a check that nothing acknowledged was
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from pathlib import Path
 
 from zabray.ensemble import Ensemble
+from zabray.errors import ZabError
 from zabray.workload import Workload, check_histories, percentile, trace_zxid
 
 
@@ -15,7 +17,9 @@ def _say(msg: str) -> None:
     print(msg, flush=True)
 
 
-def run_demo(seconds: float = 6.0, in_flight: int = 200, replicas: int = 3) -> int:
+def run_demo(seconds: float = 6.0, in_flight: int = 200, replicas: int = 3, keep: bool = False) -> int:
+    """Run the demo; its replicas' data (128 MB of preallocated log each) is always deleted at the
+    end, and its traces too unless ``keep``."""
     t_start = time.monotonic()
     data = Path(tempfile.mkdtemp(prefix="zabray-demo-"))
     _say(f"zabray demo: {replicas} replicas on an embedded Ray cluster, fsync on, data in {data}")
@@ -55,11 +59,19 @@ def run_demo(seconds: float = 6.0, in_flight: int = 200, replicas: int = 3) -> i
             last = trace_zxid(max(result.acked)) if result.acked else "-"
             _say(f"  checked: all {len(result.acked):,} acknowledged writes (through {last}) are on every "
                  f"replica, in one order: nothing acknowledged was lost")
-        _say(f"  traces for `zabray check`: {data / 'run'}")
+        if keep:
+            _say(f"  traces for `zabray check`: {data / 'run'}")
         _say(f"done in {time.monotonic() - t_start:.1f} s")
         return 1 if problems or not caught else 0
     finally:
-        ens.stop()
+        try:
+            ens.stop(wipe=True)
+        except ZabError as e:  # never hide what went wrong above behind a failed cleanup
+            _say(f"  could not stop the demo ensemble cleanly: {e}")
+        shutil.rmtree(data / "data", ignore_errors=True)
+        if not keep:
+            shutil.rmtree(data, ignore_errors=True)
+            _say("  cleaned up (`zabray demo --keep` keeps the traces for `zabray check`)")
 
 
 def _epoch(ens: Ensemble, sid: int) -> int:

@@ -18,25 +18,67 @@ from typing import Any
 
 from zabray.client import EnsembleClient, LoopThread
 from zabray.config import EnsembleConfig
-from zabray.errors import ConfigError, NoQuorumError, NotRunningError, RequestTimeoutError
+from zabray.errors import ConfigError, NoQuorumError, NotRunningError, RequestTimeoutError, ZabError
 from zabray.protocol.zxid import Zxid
+from zabray.rayhead import running_head
 
 log = logging.getLogger(__name__)
 NAMESPACE = "zabray"
 
 
+# Ray's notices while joining or starting a cluster, which are not news to a zabray user: that
+# it enabled token authentication (for a local cluster, or a head that uses it), that other
+# clusters run on the machine too (it joins the one `ray start` recorded, as said below).
+_RAY_NOTICES = ("ray._private.authentication.authentication_token_setup", "ray._private.services")
+
+
 def init_ray(address: str | None = None) -> None:
-    """Join the cluster at ``address``/``RAY_ADDRESS``, or start a local one; idempotent."""
+    """Join the cluster at ``address``/``RAY_ADDRESS``, else the head ``ray start`` left running
+    on this machine (as ``ray.init()`` finds it, its token included), else start a local one
+    (never joining whatever a stale address file names); idempotent."""
     import ray
 
     if ray.is_initialized():
         return
     address = address or os.environ.get("RAY_ADDRESS")
-    kwargs: dict[str, Any] = dict(namespace=NAMESPACE, ignore_reinit_error=True, log_to_driver=False)
-    if address:
-        ray.init(address=address, **kwargs)
-    else:
-        ray.init(include_dashboard=False, **kwargs)
+    kwargs: dict[str, Any] = dict(namespace=NAMESPACE, ignore_reinit_error=True, log_to_driver=False,
+                                  logging_level=logging.WARNING)
+    quiet = [logging.getLogger(n) for n in _RAY_NOTICES]
+    levels = [q.level for q in quiet]
+    for q in quiet:
+        q.setLevel(logging.ERROR)
+    try:
+        if address:
+            ray.init(address=address, **kwargs)
+        elif running_head() is not None:
+            ray.init(**kwargs)  # Ray's own lookup of that head, which also enables its token
+        else:
+            ray.init(address="local", **kwargs)
+    finally:
+        for q, level in zip(quiet, levels, strict=True):
+            q.setLevel(level)
+
+
+def _cause(e: BaseException) -> BaseException:
+    """The error an actor raised, without Ray's wrapping: a ``ZabError`` comes back as itself,
+    with its one-line message, however many actors it passed through (injector -> controller)."""
+    import ray
+
+    cause: BaseException = e
+    for _ in range(10):
+        inner = getattr(cause, "cause", None)
+        if not isinstance(cause, ray.exceptions.RayTaskError) or inner is None:
+            break
+        cause = inner
+    if isinstance(cause, ZabError):
+        plain = next(c for c in type(cause).__mro__ if issubclass(c, ZabError)
+                     and not issubclass(c, ray.exceptions.RayTaskError))
+        args = cause.args if not isinstance(cause, ray.exceptions.RayTaskError) else (str(cause).splitlines()[-1],)
+        try:
+            return plain(*args)
+        except Exception:  # a subclass with another signature: keep the object itself
+            return cause
+    return e.as_instanceof_cause() if isinstance(e, ray.exceptions.RayTaskError) else e
 
 
 def ensemble_secret(cfg: EnsembleConfig) -> Any:
@@ -71,6 +113,10 @@ class ReplicaStatus:
     incarnation: int | None
     phase: str | None
     raw: dict[str, Any]
+    stale: bool = False
+    """True for a DOWN or PAUSED replica: epoch and zxids are the last it reported while running."""
+    client: tuple[str, int] | None = None
+    node_label: str | None = None
 
     @classmethod
     def of(cls, d: dict[str, Any]) -> ReplicaStatus:
@@ -80,6 +126,8 @@ class ReplicaStatus:
             last_zxid=Zxid(int(d.get("last_zxid", 0) or 0)), applied=Zxid(int(d.get("applied", 0) or 0)),
             leader=int(d.get("leader", -1) if d.get("leader") is not None else -1), node=d.get("node"),
             pid=d.get("pid"), incarnation=d.get("incarnation"), phase=d.get("phase"), raw=d,
+            stale=bool(d.get("stale")), client=(str(d["client"][0]), int(d["client"][1])) if d.get("client") else None,
+            node_label=d.get("node_label"),
         )
 
     @property
@@ -125,11 +173,13 @@ class Ensemble:
 
         from actors.controller import EnsembleController, controller_name
 
+        taken = ConfigError(f"an ensemble named {name!r} is already running; stop it or pick another name")
         try:
             ray.get_actor(controller_name(name), namespace=NAMESPACE)
-            raise ConfigError(f"an ensemble named {name!r} is already running; stop it or pick another name")
-        except ValueError:
+        except ValueError:  # not found: the name is free
             pass
+        else:
+            raise taken
         run = Path(run_dir) if run_dir else Path(cfg.run_dir) / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
         run.mkdir(parents=True, exist_ok=True)
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -137,21 +187,34 @@ class Ensemble:
         # The controller lives on the driver's node (the head, usually), not on a worker node
         # that a user may take away to exercise recovery.
         here = ray.get_runtime_context().get_node_id()
-        controller = ray.remote(EnsembleController).options(
-            name=controller_name(name), namespace=NAMESPACE, lifetime="detached", num_cpus=0, max_concurrency=100,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
-        ).remote(name, replicas, observers, cfg.to_dict(), str(run.resolve()), secret)
+        try:  # another process may take the name between the check above and here
+            controller = ray.remote(EnsembleController).options(
+                name=controller_name(name), namespace=NAMESPACE, lifetime="detached", num_cpus=0,
+                max_concurrency=100, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
+            ).remote(name, replicas, observers, cfg.to_dict(), str(run.resolve()), secret)
+        except ValueError:  # ActorAlreadyExistsError
+            raise taken from None
         try:
             info = ray.get(controller.start.remote(), timeout=120)
+        except ray.exceptions.RayTaskError as e:
+            ray.kill(controller)
+            raise _cause(e) from None
         except Exception:
             ray.kill(controller)
             raise
         from actors.faults import FaultInjector, injector_name
 
-        injector = ray.remote(FaultInjector).options(
-            name=injector_name(name), namespace=NAMESPACE, lifetime="detached", num_cpus=0, max_concurrency=100,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
-        ).remote(name)
+        try:
+            injector = ray.remote(FaultInjector).options(
+                name=injector_name(name), namespace=NAMESPACE, lifetime="detached", num_cpus=0, max_concurrency=100,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
+            ).remote(name)
+        except ValueError:  # a previous ensemble of this name left its injector behind
+            ray.kill(ray.get_actor(injector_name(name), namespace=NAMESPACE))
+            injector = ray.remote(FaultInjector).options(
+                name=injector_name(name), namespace=NAMESPACE, lifetime="detached", num_cpus=0, max_concurrency=100,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
+            ).remote(name)
         log.info("ensemble %s started: %s", name, info["clients"])
         return cls(name, controller, info, injector, secret)
 
@@ -186,7 +249,7 @@ class Ensemble:
         except ray.exceptions.GetTimeoutError:
             raise RequestTimeoutError(f"{method} on ensemble {self.name!r} took over {timeout} s") from None
         except ray.exceptions.RayTaskError as e:
-            raise e.as_instanceof_cause() from None
+            raise _cause(e) from None
 
     def status(self) -> list[ReplicaStatus]:
         """Per replica: sid, role/state, epoch, last zxid, last delivered zxid, node, pid, alive."""
@@ -296,12 +359,14 @@ class Ensemble:
     def schedule_progress(self) -> dict[str, Any]:
         return dict(self._inject("progress"))
 
-    def stop(self) -> None:
-        """Stop every replica and the controller. Data directories stay on disk."""
+    def stop(self, wipe: bool = False) -> list[str]:
+        """Stop every replica and the controller. Data directories stay on disk (a replica
+        preallocates 128 MB of log) unless ``wipe``; returns the directories wiped."""
         import ray
 
+        wiped: list[str] = []
         try:
-            self._call("stop")
+            wiped = list(self._call("stop", wipe, timeout=120) or [])
         finally:
             for actor in (self._injector, self._controller):
                 try:
@@ -310,6 +375,7 @@ class Ensemble:
                 except Exception:  # already gone
                     pass
             self.close()
+        return wiped
 
     def close(self) -> None:
         """Drop this handle's client connections (the ensemble keeps running)."""
@@ -342,22 +408,34 @@ class Ensemble:
                                           ssl=client_tls(self.info.get("config", {})))
         return self._loop, self._client
 
+    def _check_raw(self) -> None:
+        """Raw values are refused on a ZooKeeper ensemble: its state machine reads every txn as a
+        ZooKeeper request, so raw bytes would commit as an error txn that changes nothing, and an
+        acknowledgement would claim a write that no check could ever find."""
+        if self.info.get("config", {}).get("service") == "zookeeper":
+            raise ConfigError(f"ensemble {self.name!r} runs service: zookeeper, which takes ZooKeeper "
+                              f"requests, not raw values: write through a session (ens.session(), or `zabray create|set`)")
+
     def submit(self, value: bytes, timeout: float = 10.0) -> Zxid:
         """Replicate ``value``; returns its zxid once committed. Raises ``UncertainOutcomeError``
-        if the write may or may not have committed, ``NoQuorumError`` if nothing committed it."""
+        if the write may or may not have committed, ``NoQuorumError`` if nothing committed it.
+        ``service: broadcast`` only (``ConfigError`` on a ZooKeeper ensemble: use a session)."""
         if not isinstance(value, (bytes, bytearray)):
             raise ConfigError(f"submit takes bytes, got {type(value).__name__}")
+        self._check_raw()
         loop, client = self._ensure_client()
         return loop.run(client.submit(bytes(value), timeout))
 
     async def submit_async(self, value: bytes, timeout: float = 10.0) -> Zxid:
         """``submit`` for coroutines; many may be in flight at once."""
+        self._check_raw()
         loop, client = self._ensure_client()
         fut = asyncio.run_coroutine_threadsafe(client.submit(bytes(value), timeout), loop.loop)
         return await asyncio.wrap_future(fut)
 
     def submit_many(self, values: list[bytes], timeout: float = 30.0) -> list[Zxid | BaseException]:
         """Submit all at once (pipelined); one result or exception per value, in order."""
+        self._check_raw()
         loop, client = self._ensure_client()
 
         async def go() -> list[Any]:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
 from zabray.commands import _guard
+from zabray.errors import ConfigError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -49,47 +53,77 @@ def plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_under_load(ens: Any, data: dict[str, Any], seed: int | None, in_flight: int | None = None,
+                   on_progress: Any = None) -> tuple[dict[str, Any], Any, list[str]]:
+    """Run schedule ``data`` against ``ens`` while a workload of the ensemble's service writes;
+    then wait for every replica to catch up and check that every acknowledged write is on every
+    replica. Returns (the schedule's progress, the workload's result, the problems found)."""
+    from zabray import schedule
+    from zabray.workload import Workload, check_histories
+
+    s = schedule.parse(data, seed)
+    ens.wait_for_leader(60)
+    wcfg = s.workload
+    trace_dir = None
+    if ens.info.get("config", {}).get("trace", True) and ens.info.get("run_dir"):
+        trace_dir = Path(ens.info["run_dir"]) / "trace"  # the client's rows, so `zabray check` sees them
+    wl = Workload(ens, in_flight=in_flight or int(wcfg.get("in_flight", 100)), size=int(wcfg.get("size", 1024)),
+                  session=os.getpid(), trace_dir=trace_dir).start()
+    try:
+        started = ens.run_schedule(data, seed, wait=False)
+        while True:
+            prog = ens.schedule_progress()
+            if on_progress is not None:
+                on_progress(started, prog, wl.result)
+            if not prog["running"]:
+                break
+            time.sleep(0.2)
+        if not prog["error"]:
+            ens.wait_for_leader(60)
+    finally:
+        result = wl.stop()
+    if prog["error"]:
+        return prog, result, []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        st = ens.status()
+        if all(x.alive for x in st) and len({x.applied for x in st}) == 1:
+            break
+        time.sleep(0.1)
+    return prog, result, check_histories(ens.histories(), result.acked)
+
+
 def run_schedule(args: argparse.Namespace) -> int:
     import yaml
 
     from zabray import schedule
     from zabray.commands import _address
     from zabray.ensemble import Ensemble
-    from zabray.workload import Workload, check_histories
 
-    data = yaml.safe_load(open(args.schedule).read())
+    try:
+        data = yaml.safe_load(open(args.schedule).read())
+    except OSError as e:
+        raise ConfigError(f"cannot read schedule {args.schedule}: {e.strerror}") from None
     s = schedule.parse(data, args.seed)  # validate before touching the ensemble
     ens = Ensemble.connect(args.name, address=_address(args))
-    ens.wait_for_leader(60)
-    wcfg = s.workload
-    wl = Workload(ens, in_flight=args.in_flight or int(wcfg.get("in_flight", 100)),
-                  size=int(wcfg.get("size", 1024))).start()
-    started = ens.run_schedule(data, args.seed, wait=False)
-    print(f"running {len(started['plan'])} faults (seed {s.seed}) against {args.name!r} under load")
-    while True:
-        prog = ens.schedule_progress()
+    announced = []
+
+    def show(started: dict[str, Any], prog: dict[str, Any], result: Any) -> None:
+        if not announced:
+            announced.append(1)
+            print(f"running {len(started['plan'])} faults (seed {s.seed}) against {args.name!r} "
+                  f"({ens.info.get('config', {}).get('service', 'broadcast')}) under load")
         done, total = prog["done"], max(prog["total"], 1)
         bar = "#" * int(30 * done / total)
-        acked = sum(1 for r in wl.result.records if r.outcome == "ok")
+        acked = sum(1 for r in result.records if r.outcome == "ok")
         sys.stdout.write(f"\r  [{bar:<30}] {done}/{total} faults, {acked:,} writes acknowledged")
         sys.stdout.flush()
-        if not prog["running"]:
-            break
-        time.sleep(0.5)
+
+    prog, result, problems = run_under_load(ens, data, args.seed, args.in_flight, show)
     print()
     if prog["error"]:
-        wl.stop()
         print(f"the schedule stopped: {prog['error']}", file=sys.stderr)
         return 1
-    ens.wait_for_leader(60)
-    result = wl.stop()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        st = ens.status()
-        if all(x.alive for x in st) and len({x.applied for x in st}) == 1:
-            break
-        time.sleep(0.2)
-    problems = check_histories(ens.histories(), result.acked)
     for entry in prog["log"]:
         print(f"  {entry['fault']:<14} {entry['role']:<9} -> replicas {entry['replicas']}"
               + (f" at {entry['point']}" if entry.get("point") else ""))

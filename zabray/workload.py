@@ -5,6 +5,13 @@ Each write's value is unique; its outcome is ``ok`` (acknowledged, with its zxid
 ``failed`` (refused before it left a replica: it did not happen) or ``unknown`` (the replica
 lost its leader after forwarding it, or it timed out: it may or may not have committed).
 Records are also written as client trace rows for the pipeline.
+
+The workload speaks the ensemble's service. On ``service: broadcast`` a write is a raw value
+and the replicas' histories carry its digest, so the check matches values. On ``service:
+zookeeper`` a write is a ZooKeeper ``set`` through a session (raw values are refused there: the
+data tree would commit them as error txns that change nothing); the committed txn is the data
+tree's encoding, which the client cannot predict, so such a record carries no digest and the
+check asks only that its zxid is on every replica (which also agree with each other).
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from zabray import trace
 from zabray.errors import NoQuorumError, UncertainOutcomeError, ZabError
@@ -25,11 +32,13 @@ if TYPE_CHECKING:
 
 @dataclass
 class OpRecord:
-    value_digest: str
+    value_digest: str | None
     invoke_t: float
     complete_t: float
     outcome: str
     zxid: int | None
+    op: str = "write"
+    path: str | None = None
 
 
 @dataclass
@@ -37,7 +46,7 @@ class WorkloadResult:
     records: list[OpRecord] = field(default_factory=list)
 
     @property
-    def acked(self) -> dict[int, str]:
+    def acked(self) -> dict[int, str | None]:
         return {r.zxid: r.value_digest for r in self.records if r.outcome == "ok" and r.zxid is not None}
 
     def count(self, outcome: str) -> int:
@@ -82,6 +91,9 @@ class Workload:
         self._stop = False
         self._fut: object = None
         self._trace_path = Path(trace_dir) / f"client-{session}.jsonl" if trace_dir else None
+        self.service = str(ens.info.get("config", {}).get("service", "broadcast"))
+        self._zk: Any = None
+        self._zk_lock: asyncio.Lock | None = None
 
     def start(self) -> Workload:
         loop, _ = self.ens._ensure_client()
@@ -91,11 +103,17 @@ class Workload:
     def stop(self, timeout: float = 60.0) -> WorkloadResult:
         self._stop = True
         self._fut.result(timeout)  # type: ignore[attr-defined]
+        if self._zk is not None:
+            self._zk.close()
+            self._zk = None
         if self._trace_path is not None:
             self._write_trace()
         return self.result
 
     async def _run(self) -> None:
+        if self.service == "zookeeper":
+            await self._run_zk()
+            return
         _, client = self.ens._ensure_client()
         sem = asyncio.Semaphore(self.in_flight)
         tasks: set[asyncio.Task[None]] = set()
@@ -128,12 +146,79 @@ class Workload:
             sem.release()
         self.result.records.append(OpRecord(trace.digest(value), t0, time.time(), outcome, zxid))
 
+    # -- service: zookeeper ------------------------------------------------------------------------
+
+    async def _zk_session(self) -> Any:
+        """A live session (a new one after an expiry); made off the loop (its constructor blocks)."""
+        if self._zk_lock is None:
+            self._zk_lock = asyncio.Lock()
+        async with self._zk_lock:  # many writes may find it expired at once: one new session
+            if self._zk is None or self._zk.expired:
+                old, self._zk = self._zk, None
+                loop = asyncio.get_running_loop()
+                if old is not None:
+                    await loop.run_in_executor(None, old.close)
+                self._zk = await loop.run_in_executor(None, lambda: self.ens.session(timeout=self.timeout))
+            return self._zk
+
+    async def _run_zk(self) -> None:
+        """``set`` on ``in_flight`` znodes in turn, each with a unique value; a set's Stat names
+        the zxid that wrote it (``mzxid``)."""
+        from zabray.tree.errors import NodeExistsError
+
+        base = f"/zabray-workload-{self.ens.name}-{self.session}-{time.time_ns()}"
+        paths = [f"{base}/k{i}" for i in range(self.in_flight)]
+        while not self._stop:  # the znodes themselves, retried through faults
+            try:
+                s = await self._zk_session()
+                for p in [base, *paths]:
+                    try:
+                        await s.create_async(p)
+                    except NodeExistsError:
+                        pass
+                break
+            except ZabError:
+                await asyncio.sleep(0.05)
+        sem = asyncio.Semaphore(self.in_flight)
+        tasks: set[asyncio.Task[None]] = set()
+        i = 0
+        while not self._stop:
+            await sem.acquire()
+            if self._stop:
+                sem.release()
+                break
+            value = (f"{base}-{i}".encode()).ljust(self.size, b".")
+            t = asyncio.ensure_future(self._one_zk(paths[i % len(paths)], value, sem))
+            i += 1
+            tasks.add(t)
+            t.add_done_callback(tasks.discard)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _one_zk(self, path: str, value: bytes, sem: asyncio.Semaphore) -> None:
+        from zabray.session import ConnectionLossError
+        from zabray.tree.errors import SessionExpiredError, SessionMovedError
+
+        t0 = time.time()
+        zxid = None
+        try:
+            s = await self._zk_session()
+            zxid = int((await s.set_async(path, value)).mzxid)
+            outcome = "ok"
+        except (ConnectionLossError, SessionExpiredError, SessionMovedError, UncertainOutcomeError, NoQuorumError):
+            outcome = "unknown"  # sent, and the session lost its replica or itself before the answer
+        except ZabError:
+            outcome = "failed"
+        finally:
+            sem.release()
+        self.result.records.append(OpRecord(None, t0, time.time(), outcome, zxid, op="set", path=path))
+
     def _write_trace(self) -> None:
         assert self._trace_path is not None
         self._trace_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self._trace_path, "a") as fh:
             for r in self.result.records:
-                rec = trace.ClientOp(session=self.session, op="write", invoke_t=r.invoke_t, complete_t=r.complete_t,
+                rec = trace.ClientOp(session=self.session, op=r.op, path=r.path, invoke_t=r.invoke_t, complete_t=r.complete_t,
                                      outcome=r.outcome, zxid=r.zxid, digest=r.value_digest)
                 fh.write(json.dumps(trace.row(rec, run=self.ens.name, src=f"client-{self.session}", replica=-1,
                                               inc=0, t=r.complete_t), separators=(",", ":")) + "\n")
@@ -146,8 +231,11 @@ def percentile(sorted_values: list[float], p: float) -> float:
     return sorted_values[k]
 
 
-def check_histories(histories: dict[int, list[tuple[int, str]]], acked: dict[int, str]) -> list[str]:
-    """Problems found: replicas whose delivered sequences disagree, acknowledged writes missing."""
+def check_histories(histories: dict[int, list[tuple[int, str]]], acked: dict[int, str | None]) -> list[str]:
+    """Problems found: replicas whose delivered sequences disagree, acknowledged writes missing.
+
+    An acknowledged write with digest None (a ZooKeeper write: the txn is the data tree's
+    encoding) is checked by zxid alone; replicas must still agree on the value at that zxid."""
     problems: list[str] = []
     merged: dict[int, str] = {}
     for sid, h in histories.items():
@@ -160,11 +248,11 @@ def check_histories(histories: dict[int, list[tuple[int, str]]], acked: dict[int
     held = {sid: dict(h) for sid, h in histories.items()}
     first = {sid: (h[0][0] if h else None) for sid, h in histories.items()}
     for z, d in sorted(acked.items()):
-        if merged.get(z, d) != d:
+        if d is not None and merged.get(z, d) != d:
             problems.append(f"acknowledged write {trace_zxid(z)} has another value in the history")
         for sid, hs in held.items():
             # A replica's in-memory history may start after a snapshot: check what it covers.
-            if (first[sid] is None or first[sid] <= z) and hs.get(z) != d:
+            if (first[sid] is None or first[sid] <= z) and (z not in hs if d is None else hs.get(z) != d):
                 problems.append(f"acknowledged write {trace_zxid(z)} missing on replica {sid}")
     return problems
 

@@ -22,7 +22,8 @@ def ray_local() -> Iterator[None]:
     if ray.is_initialized():
         ray.shutdown()
     os.environ.pop("RAY_ADDRESS", None)
-    # address="local": always a cluster of our own, never one another process left discoverable.
+    # address="local": always a cluster of our own, even if `ray start` left one running here
+    # (ray.init() would join that one, and refuse num_cpus).
     ray.init(address="local", namespace="zabray", include_dashboard=False, log_to_driver=False, num_cpus=2)
     yield
     ray.shutdown()

@@ -1,11 +1,18 @@
-"""The `zabray` commands against a real Ray head, as a user drives them from a shell."""
+"""The `zabray` commands against a real Ray head, as a user drives them from a shell.
+
+The head is the test's own: its own Ray temp dir (so its address file is not the machine's) and
+GCS port, stopped by ``zabray down --stop-ray``, which stops exactly that head's processes.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,36 +29,93 @@ def run(*args: str, env: dict[str, str], check: int | None = 0, timeout: float =
     return p
 
 
-def test_cli_up_status_submit_kill_partition_down(tmp_path: Path) -> None:
-    import ray
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
-    if ray.is_initialized():
-        ray.shutdown()
+
+def wait_status(name: str, env: dict[str, str], want: int = 0, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while run("status", "--name", name, env=env, check=None).returncode != want:
+        assert time.monotonic() < deadline, f"status of {name} never returned {want}"
+        time.sleep(0.2)
+
+
+def test_cli_up_twice_status_faults_errors_down(tmp_path: Path) -> None:
+    raytmp = tempfile.mkdtemp(prefix="zr", dir="/tmp")  # short: Ray's socket paths live under it
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["RAY_TMPDIR"] = raytmp
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(f"data_dir: {tmp_path / 'data'}\nrun_dir: {tmp_path / 'runs'}\n")
+    data = tmp_path / "data"
+    cfg.write_text(f"data_dir: {data}\nrun_dir: {tmp_path / 'runs'}\n")
     try:
-        up = run("up", "--name", "cli", "--replicas", "3", "--config", str(cfg), env=env, timeout=240)
-        assert "is up" in up.stdout
+        up = run("up", "--name", "cli", "--config", str(cfg), "--ray-port", str(free_port()), env=env, timeout=240)
+        assert "started a local Ray head" in up.stdout and "is up (broadcast)" in up.stdout
+        # A second `up` finds the running head (no second `ray start`), with another service.
+        up2 = run("up", "--name", "zk", "--config", str(cfg), "--service", "zookeeper", env=env, timeout=240)
+        assert "started" not in up2.stdout and "is up (zookeeper)" in up2.stdout
+        assert "Traceback" not in up2.stderr and "Token authentication" not in up2.stderr
+        taken = run("up", "--name", "zk", "--config", str(cfg), env=env, check=2)
+        assert taken.stderr.strip().splitlines() == ["zabray up: an ensemble named 'zk' is already running; "
+                                                     "stop it or pick another name"]
+
         st = json.loads(run("status", "--name", "cli", "--json", env=env).stdout)
-        assert sorted(r["sid"] for r in st) == [1, 2, 3]
+        assert sorted(r["sid"] for r in st) == [1, 2, 3] and all(r["client"] and r["node_label"] for r in st)
         leader = next(r["sid"] for r in st if r["state"] == "LEADING")
         out = run("submit", "--name", "cli", "hello", "world", env=env).stdout.split()
         assert len(out) == 2 and out[0] < out[1]
+        summary = run("submit", "--name", "cli", "--count", "200", "--size", "64", env=env).stdout
+        assert summary.count("\n") == 1 and "200 writes of 64 bytes committed" in summary and "/s" in summary
+
         assert f"killed replica {leader}" in run("kill", "--name", "cli", "leader", env=env).stdout
-        deadline = time.monotonic() + 60
-        while run("status", "--name", "cli", env=env, check=None).returncode != 0:
-            assert time.monotonic() < deadline, "no new leader after killing the old one"
-            time.sleep(0.2)
-        run("restart", "--name", "cli", str(leader), env=env)
-        run("partition", "--name", "cli", "1", "2,3", env=env)
-        run("heal", "--name", "cli", env=env)
-        run("submit", "--name", "cli", "--count", "3", env=env)
-        # Errors: exit 2 for usage, 1 for a failed operation, with a message saying why.
-        bad = run("kill", "--name", "cli", "nobody", env=env, check=2)
-        assert "replica id or 'leader'" in bad.stderr
+        wait_status("cli", env)
+        table = run("status", "--name", "cli", env=env).stdout
+        down_row = next(ln for ln in table.splitlines() if ln.split()[:2] == [str(leader), "DOWN"])
+        assert "~" in down_row and ":" in down_row  # last known epoch/zxid, marked stale
+        assert "0:0~" not in down_row  # it had delivered the writes above before it died
+        assert "stale" in table
+        # Errors from the controller: one line, the documented exit code.
+        live = next(s for s in (1, 2, 3) if s != leader)
+        bad = run("restart", "--name", "cli", str(live), env=env, check=2)
+        assert bad.stderr.strip() == f"zabray restart: replica {live} is running; kill it before restarting it"
+        bad = run("restart", "--name", "cli", "9", env=env, check=2)
+        assert bad.stderr.strip().splitlines() == ["zabray restart: no replica 9 in ensemble 'cli' (replicas are [1, 2, 3])"]
+        assert f"restarted replica {leader}" in run("restart", "--name", "cli", str(leader), env=env).stdout
+        assert "paused replica" in run("pause", "--name", "cli", str(live), env=env).stdout
+        assert "PAUSED" in run("status", "--name", "cli", env=env, check=None).stdout
+        assert "resumed replica" in run("resume", "--name", "cli", str(live), env=env).stdout
+        bad = run("partition", "--name", "cli", "1", "7", env=env, check=2)
+        assert "unknown replica(s) 7" in bad.stderr and "disjoint" not in bad.stderr
+        assert "partitioned: 1 | 2,3" in run("partition", "--name", "cli", "1", "2,3", env=env).stdout
+        assert "healed" in run("heal", "--name", "cli", env=env).stdout
+        raw = run("submit", "--name", "zk", "x", env=env, check=2)
+        assert "service: zookeeper" in raw.stderr
         missing = run("status", "--name", "no-such-ensemble", env=env, check=1)
         assert "no ensemble named 'no-such-ensemble'" in missing.stderr
-        assert "stopped" in run("down", "--name", "cli", env=env).stdout
+
+        assert list((data / "cli").iterdir())
+        assert "wiped 3 data directories" in run("down", "--name", "cli", "--wipe", env=env).stdout
+        assert not (data / "cli").exists()
+        stopped = run("down", "--name", "zk", "--stop-ray", env=env)
+        assert "stopped the Ray head" in stopped.stdout and "Traceback" not in stopped.stderr
+        gone = run("status", "--name", "zk", env=env, check=1)
+        assert "no Ray cluster is running" in gone.stderr
     finally:
-        run("down", "--name", "cli", "--stop-ray", env=env, check=None)
+        run("down", "--name", "zk", "--stop-ray", env=env, check=None)
+        shutil.rmtree(raytmp, ignore_errors=True)
+
+
+def test_bad_config_names_every_bad_key_and_sim_exits_2(tmp_path: Path) -> None:
+    from zabray.cli import main
+    from zabray.config import EnsembleConfig
+    from zabray.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        EnsembleConfig.from_dict({"tick": 5, "fsnyc": True, "tick_ms": 0, "service": "zk"})
+    msg = str(e.value)
+    assert "\n" not in msg
+    for key in ("'fsnyc'", "'tick'", "'tick_ms'", "'service'"):
+        assert key in msg, msg
+    assert main(["sim", "--faults", "bogus", "--seeds", "1"]) == 2
+    assert main(["sim", "--replicas", "0"]) == 2

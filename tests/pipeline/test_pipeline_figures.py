@@ -15,7 +15,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from zabray.pipeline import TraceFrames, figures, load, write_figures
+from zabray.pipeline import TraceFrames, compare, figures, load, write_figures
 from zabray.pipeline.metrics import collect
 from zabray.pipeline.synth import normalize, write_jsonl
 
@@ -121,7 +121,13 @@ def test_write_figures_parquet_and_png(hand, tmp_path):
     written = write_figures(hand[1], tmp_path / "analysis")
     names = {p.name for p in written}
     assert {"throughput.parquet", "latency.parquet", "recovery.parquet", "replica_lag.parquet",
-            "throughput.png", "latency.png", "lag.png"} <= names
+            "runs.parquet", "uptime.parquet", "throughput.png", "latency.png", "lag.png", "recovery.png"} <= names
     assert pd.read_parquet(tmp_path / "analysis" / "throughput.parquet")["commits"].sum() == 6
-    for png in ("throughput.png", "latency.png", "lag.png"):
+    for png in ("throughput.png", "latency.png", "lag.png", "recovery.png"):
         assert (tmp_path / "analysis" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    runs = pd.read_parquet(tmp_path / "analysis" / "runs.parquet")
+    assert runs[["t0", "t1"]].values.tolist() == [[0.05, 9.0]] and not runs["simulated"].any()
+    # Two analyses compared in one figure.
+    write_figures(hand[1], tmp_path / "again")
+    png = compare([tmp_path / "analysis", tmp_path / "again"], tmp_path / "compare.png", ["a", "b"])
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -62,7 +62,7 @@ def test_a_real_run_with_a_leader_kill_holds_every_property(spark, tmp_path: Pat
 
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(namespace="zabray", include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", namespace="zabray", include_dashboard=False, log_to_driver=False)
     run = tmp_path / "run"
     ens = Ensemble.start(3, name="checked", data_dir=str(tmp_path / "data"), run_dir=str(run))
     try:

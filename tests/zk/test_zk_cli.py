@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import threading
 
 import pytest
 
+from tests.ensemble.conftest import wait_until
 from zabray.cli import main
 
 pytestmark = pytest.mark.ray
@@ -26,7 +32,10 @@ def test_cli_verbs(zk, capsys) -> None:
     assert run("set", "/cli", "again", "--version", "0")[0] == 1  # bad version
     assert run("ls", "/cli") == (0, "s-0000000000")
     code, out = run("stat", "/cli")
-    assert code == 0 and json.loads(out)["version"] == 1
+    st = json.loads(out)
+    assert code == 0 and st["version"] == 1
+    assert all(":" in st[f] for f in ("czxid", "mzxid", "pzxid"))  # epoch:counter, as everywhere else
+    assert st["mzxid"] != st["czxid"]
     assert run("rm", "/cli")[0] == 1  # not empty
     assert run("rm", "/cli/s-0000000000")[0] == 0
     assert run("rm", "/cli")[0] == 0
@@ -34,3 +43,66 @@ def test_cli_verbs(zk, capsys) -> None:
     assert run("stat", "/cli")[0] == 1
     assert run("create", "bad-path")[0] == 1
     assert main(["get", "--name", "no-such-ensemble-here", "/x"]) == 1
+
+
+def test_cli_recursive_listing_and_version_check(zk, capsys) -> None:
+    n = ["--name", zk.name]
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = main([argv[0], *n, *argv[1:]])
+        out = capsys.readouterr()
+        return code, out.out.strip(), out.err.strip()
+
+    for p in ("/tree", "/tree/b", "/tree/a", "/tree/a/x", "/tree/a/y"):
+        assert run("create", p)[0] == 0
+    assert run("ls", "/tree", "-R")[1].splitlines() == ["/tree/a", "/tree/a/x", "/tree/a/y", "/tree/b"]
+    assert run("set", "/tree/b", "v1", "--version", "0")[:2] == (0, "1")
+    code, _, err = run("set", "/tree/b", "lost update", "--version", "0")  # someone else got there first
+    assert code == 1 and "version" in err.lower()
+    assert run("rm", "/tree/b", "--version", "0")[0] == 1
+    assert run("rm", "/tree/b", "--version", "1")[0] == 0
+
+
+def test_cli_watch_prints_each_change(zk, capsys) -> None:
+    s = zk.session()
+    s.create("/watched", b"0")
+    result: list[int] = []
+    t = threading.Thread(target=lambda: result.append(
+        main(["watch", "--name", zk.name, "/watched", "--count", "2", "--timeout", "120"])))
+    t.start()
+    i = 0
+    while t.is_alive():  # keep changing it until the watcher has seen two changes
+        i += 1
+        s.set("/watched", str(i).encode())
+        t.join(0.05)
+    s.close()
+    assert result == [0]
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("changed")]
+    assert len(lines) == 2 and all(ln.split()[1] == "/watched" and ":" in ln.split()[2] for ln in lines)
+
+
+def test_cli_ephemeral_lives_as_long_as_the_command(zk) -> None:
+    import ray
+
+    env = dict(os.environ)
+    env.pop("RAY_ADDRESS", None)
+    addr = ray.get_runtime_context().gcs_address
+    proc = subprocess.Popen([sys.executable, "-m", "zabray.cli", "create", "--name", zk.name, "--address", addr,
+                             "/eph", "mine", "--ephemeral"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    s = zk.session()
+    try:
+        wait_until(lambda: s.exists("/eph") is not None or proc.poll() is not None, 120, "the ephemeral znode")
+        assert proc.poll() is None, proc.communicate()
+        st = s.exists("/eph")
+        assert st is not None and st.ephemeral_owner != 0
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: the command ends, its session closes
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert out.strip() == "/eph"
+        wait_until(lambda: s.exists("/eph") is None, 60, "the ephemeral znode to go with its session")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        s.close()

@@ -17,12 +17,13 @@ No module of this package imports PySpark at import time (only when a function r
 from zabray.pipeline.checks import PROPERTIES, READ_OPS, CheckReport, PropertyResult, TraceFrames, check
 from zabray.pipeline.errors import TraceError
 from zabray.pipeline.loader import load, spark_schema, trace_files
-from zabray.pipeline.metrics import Figures, figures, plot, write_figures
+from zabray.pipeline.metrics import Figures, figures, write_figures
+from zabray.pipeline.plots import compare, plot
 from zabray.pipeline.report import format_table, report_dict, write_json
 from zabray.pipeline.spark_session import get_session
 
 __all__ = [
     "PROPERTIES", "READ_OPS", "CheckReport", "Figures", "PropertyResult", "TraceError", "TraceFrames",
-    "check", "figures", "format_table", "get_session", "load", "plot", "report_dict", "spark_schema",
+    "check", "compare", "figures", "format_table", "get_session", "load", "plot", "report_dict", "spark_schema",
     "trace_files", "write_figures", "write_json",
 ]

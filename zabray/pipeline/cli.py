@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -64,10 +65,19 @@ def run_check(args: argparse.Namespace) -> int:
     ours = SparkSession.getActiveSession() is None
     spark = get_session(args.master)
     try:
-        return max(_check_run(spark, d, args, nfiles[d]) for d in dirs)
+        code = max(_check_run(spark, d, args, nfiles[d]) for d in dirs)
     finally:
         if ours:
             spark.stop()
+    if len(dirs) > 1 and not args.no_figures:
+        from zabray.pipeline.plots import compare
+
+        done = [d for d in dirs if (_out_dir(args, d) / "throughput.parquet").exists()]
+        if len(done) > 1:
+            where = Path(args.out) if args.out else Path(os.path.commonpath([d.resolve() for d in dirs]))
+            png = compare([_out_dir(args, d) for d in done], where / "compare.png", [d.resolve().name for d in done])
+            print(f"comparison of {len(done)} runs: {png}")
+    return code
 
 
 def _check_run(spark: SparkSession, run_dir: Path, args: argparse.Namespace, nfiles: int) -> int:

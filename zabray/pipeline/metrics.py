@@ -16,6 +16,11 @@ Definitions (all per ``run``; times in the trace's unit, seconds or ticks):
   p50, p99, max), the highest zxid delivered and how many committed txns lie above it.
 * ``lag_over_time``: per replica and bucket, mean and max of that lag.
 * ``leader_changes``: first ``established`` per epoch; ``faults``: the fault intervals.
+* ``runs``: per run, its first and last trace time (``t0``: the run's start, the zero of every
+  plot's time axis) and whether it was simulated (times in ticks, not seconds: a simulated
+  run's clock starts at 0, a real one's is the wall clock).
+* ``uptime``: per replica incarnation, its first and last trace row: a replica was down
+  between one incarnation's last row and the next one's first (plots leave that gap empty).
 """
 
 from __future__ import annotations
@@ -58,6 +63,8 @@ class Figures:
     lag_over_time: DataFrame
     leader_changes: DataFrame
     faults: DataFrame
+    runs: DataFrame
+    uptime: DataFrame
     _cached: tuple[DataFrame, ...] = field(default=(), repr=False, compare=False)
 
     def frames(self) -> dict[str, DataFrame]:
@@ -194,8 +201,18 @@ def figures(trace: DataFrame | TraceFrames, bucket: float | None = None) -> Figu
                       .select("run", "epoch", F.col("e.t").alias("t"), F.col("e.replica").alias("leader"),
                               F.col("e.zxid").alias("zxid"))
                       .orderBy("run", "t"))
+    timed = df.where(F.col("t").isNotNull())
+    # Real runs stamp wall-clock seconds (~1.7e9), the simulator its tick count from 0.
+    runs = (timed.groupBy("run")
+            .agg(F.min(F.least("t", "invoke_t", "start")).alias("t0"), F.max("t").alias("t1"))
+            .select("*", (F.col("t0") < F.lit(1e8)).alias("simulated"))
+            .orderBy("run"))
+    uptime = (timed.where((F.col("replica") >= 0) & F.col("inc").isNotNull())
+              .groupBy("run", "replica", "inc").agg(F.min("t").alias("start"), F.max("t").alias("end"))
+              .orderBy("run", "replica", "inc"))
     return Figures(b, throughput, latency, latency_over_time, recovery, replica_lag, lag_over_time,
-                   leader_changes, faults.drop("next_start").orderBy("run", "start"), (commits, lagged))
+                   leader_changes, faults.drop("next_start").orderBy("run", "start"), runs, uptime,
+                   (commits, lagged))
 
 
 def collect(figs: Figures) -> dict[str, pd.DataFrame]:
@@ -210,8 +227,8 @@ def collect(figs: Figures) -> dict[str, pd.DataFrame]:
 
 def write_figures(figs: Figures, out_dir: str | PathLike[str], *, png: bool = True) -> list[Path]:
     """Write every figure frame as ``<name>.parquet`` (one file each) and, if ``png``, plots:
-    ``throughput.png``, ``latency.png``, ``lag.png`` (suffixed ``-<run>`` when there are
-    several runs). Returns the paths written."""
+    ``throughput.png``, ``latency.png``, ``lag.png``, ``recovery.png`` (suffixed ``-<run>``
+    when there are several runs; see ``zabray.pipeline.plots``). Returns the paths written."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -223,69 +240,7 @@ def write_figures(figs: Figures, out_dir: str | PathLike[str], *, png: bool = Tr
         written.append(out / f"{name}.parquet")
         table.to_parquet(written[-1], index=False)
     if png:
+        from zabray.pipeline.plots import plot
+
         written += plot(tables, figs.bucket, out)
-    return written
-
-
-def _shade(ax, faults: pd.DataFrame, leaders: pd.DataFrame, t_end: float) -> None:
-    """Fault intervals as shaded spans, leader changes as dashed lines labelled with the epoch."""
-    for i, f in enumerate(faults.itertuples()):
-        end = f.end if f.end is not None and not math.isnan(f.end) else t_end
-        ax.axvspan(f.start, end, color="tab:red", alpha=0.15, lw=0,
-                   label="fault" if i == 0 else None)
-    for i, e in enumerate(leaders.itertuples()):
-        ax.axvline(e.t, color="tab:green", ls="--", lw=1, label="leader established" if i == 0 else None)
-        ax.annotate(f"e{e.epoch}:{e.leader}", (e.t, 1), xycoords=("data", "axes fraction"),
-                    xytext=(2, -10), textcoords="offset points", fontsize=7, color="tab:green")
-
-
-def plot(tables: Figures | dict[str, pd.DataFrame], bucket: float, out_dir: str | PathLike[str]) -> list[Path]:
-    """PNG plots from the figure tables (see :func:`collect`), drawn on matplotlib's Agg canvas."""
-    from matplotlib.figure import Figure
-
-    out = Path(out_dir)
-    frames = collect(tables) if isinstance(tables, Figures) else tables
-    runs = sorted(set(frames["throughput"]["run"]) | set(frames["lag_over_time"]["run"]))
-    written = []
-    for run in runs:
-        part = {k: v[v["run"] == run] for k, v in frames.items()}
-        suffix = "" if len(runs) == 1 else f"-{run}"
-        tp = part["throughput"]
-        t_end = float(tp["bucket_start"].max() + bucket) if len(tp) else 0.0
-
-        fig = Figure(figsize=(10, 4), layout="constrained")
-        ax = fig.subplots()
-        ax.step(tp["bucket_start"], tp["commits"] / bucket, where="post", label="commits")
-        ax.step(tp["bucket_start"], tp["writes_ok"] / bucket, where="post", label="client writes ok", alpha=0.7)
-        ax.step(tp["bucket_start"], tp["reads_ok"] / bucket, where="post", label="client reads ok", alpha=0.7)
-        _shade(ax, part["faults"], part["leader_changes"], t_end)
-        ax.set(title=f"throughput ({run})", xlabel="time", ylabel="per unit time")
-        ax.legend(fontsize=8)
-        written.append(out / f"throughput{suffix}.png")
-        fig.savefig(written[-1], dpi=110)
-
-        fig = Figure(figsize=(10, 4), layout="constrained")
-        ax = fig.subplots()
-        lat = part["latency_over_time"]
-        for cls, g in lat.groupby("cls"):
-            ax.plot(g["bucket_start"], g["p50"], marker=".", label=f"{cls} p50")
-            ax.plot(g["bucket_start"], g["p99"], marker=".", ls=":", label=f"{cls} p99")
-        if len(lat) and (lat["p50"] > 0).all():
-            ax.set_yscale("log")
-        _shade(ax, part["faults"], part["leader_changes"], t_end)
-        ax.set(title=f"client latency by completion time ({run})", xlabel="time", ylabel="latency")
-        ax.legend(fontsize=8)
-        written.append(out / f"latency{suffix}.png")
-        fig.savefig(written[-1], dpi=110)
-
-        fig = Figure(figsize=(10, 4), layout="constrained")
-        ax = fig.subplots()
-        for replica, g in part["lag_over_time"].groupby("replica"):
-            ax.plot(g["bucket_start"], g["mean_lag"], label=f"replica {replica}")
-        _shade(ax, part["faults"], part["leader_changes"], t_end)
-        ax.set(title=f"delivery lag behind commit, mean per bucket ({run})", xlabel="time", ylabel="lag")
-        ax.legend(fontsize=8)
-        written.append(out / f"lag{suffix}.png")
-        fig.savefig(written[-1], dpi=110)
-    log.info("wrote %d plots to %s", len(written), out)
     return written

@@ -12,6 +12,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from zabray.errors import ConfigError
 from zabray.sim.simulator import FAULTS, SimOptions, SimResult, Simulation
 from zabray.sim.zksim import ZkSimOptions, ZkSimulation
 
@@ -48,9 +49,9 @@ def _options(args: argparse.Namespace) -> SimOptions:
     faults = () if args.faults in ("", "none") else tuple(f.strip() for f in args.faults.split(","))
     bad = [f for f in faults if f not in FAULTS]
     if bad:
-        raise SystemExit(f"zabray sim: unknown fault {bad[0]!r}; choose from {', '.join(FAULTS)} or 'none'")
+        raise ConfigError(f"unknown fault {bad[0]!r}; choose from {', '.join(FAULTS)} or 'none'")
     if args.replicas < 1 or args.observers < 0 or args.seeds < 1 or args.steps < 0:
-        raise SystemExit("zabray sim: --replicas and --seeds must be >= 1, --observers and --steps >= 0")
+        raise ConfigError("--replicas and --seeds must be >= 1, --observers and --steps >= 0")
     return SimOptions(voters=args.replicas, observers=args.observers, steps=args.steps, faults=faults,
                       fault_rate=args.fault_rate)
 

@@ -1,0 +1,64 @@
+"""Errors raised inside the controller or the fault injector reach the API as the typed
+``ZabError`` itself, with its one-line message: never a nested Ray traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.ensemble.conftest import start  # noqa: F401
+from zabray.errors import ConfigError, NotRunningError, ZabError
+
+pytestmark = pytest.mark.ray
+
+
+def one_line(e: pytest.ExceptionInfo[ZabError], cls: type[ZabError]) -> str:
+    assert type(e.value) is cls, type(e.value).__mro__
+    msg = str(e.value)
+    assert "\n" not in msg and "Traceback" not in msg and "RayTaskError" not in msg, msg
+    return msg
+
+
+def test_controller_and_injector_errors_are_typed_one_liners(start) -> None:  # noqa: F811
+    ens = start(3)
+    ens.wait_for_leader()
+    with pytest.raises(ConfigError) as e:
+        ens.kill(9)
+    assert one_line(e, ConfigError) == f"no replica 9 in ensemble {ens.name!r} (replicas are [1, 2, 3])"
+    with pytest.raises(ConfigError) as e:
+        ens.restart(1)
+    assert one_line(e, ConfigError) == "replica 1 is running; kill it before restarting it"
+    with pytest.raises(ConfigError) as e:
+        ens.disk_fault(2, "melt")
+    assert one_line(e, ConfigError).startswith("unknown disk fault 'melt'")
+    with pytest.raises(ConfigError) as e:
+        ens.disk_fault(9, "clear")
+    assert "no replica 9" in one_line(e, ConfigError)
+    with pytest.raises(ConfigError) as e:
+        ens.partition([1], [2, 7])
+    assert "unknown replica(s) 7" in one_line(e, ConfigError)
+    with pytest.raises(ConfigError) as e:
+        ens.delay([1], [8], 10)
+    assert "no replica 8" in one_line(e, ConfigError)
+    ens.kill(3)
+    with pytest.raises(NotRunningError) as e2:
+        ens.kill(3)
+    assert one_line(e2, NotRunningError) == "replica 3 is not running"
+    with pytest.raises(NotRunningError) as e2:
+        ens.disk_fault(3, "fsync-fail")
+    assert one_line(e2, NotRunningError) == "replica 3 is not running"
+    from zabray.ensemble import Ensemble
+
+    with pytest.raises(ConfigError) as e:
+        Ensemble.start(3, name=ens.name)
+    assert one_line(e, ConfigError) == f"an ensemble named {ens.name!r} is already running; stop it or pick another name"
+
+
+def test_stop_wipe_deletes_the_data_directories(start, tmp_path) -> None:  # noqa: F811
+    ens = start(3)
+    ens.wait_for_leader()
+    ens.submit(b"x")
+    dirs = [tmp_path / "data" / ens.name / f"replica-{s}" for s in (1, 2, 3)]
+    assert all(d.is_dir() and any(d.rglob("*")) for d in dirs)
+    wiped = ens.stop(wipe=True)
+    assert sorted(wiped) == sorted(str(d) for d in dirs)
+    assert not (tmp_path / "data" / ens.name).exists()

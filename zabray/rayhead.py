@@ -1,0 +1,151 @@
+"""The local Ray head that ``zabray up`` starts and ``zabray down --stop-ray`` stops.
+
+Found the way Ray's own client finds it (``RAY_ADDRESS``, else the bootstrap address ``ray
+start`` records in ``<ray temp dir>/ray_current_cluster``), never through ``ray status``, which
+does not pick up a token-authenticated head's token the way ``ray.init`` does. Stopping stops
+exactly that head's processes (found by its session), not every Ray process of the user as
+``ray stop`` would: other clusters on the machine (a test suite's, a notebook's) keep running.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from zabray.errors import NotRunningError
+
+log = logging.getLogger(__name__)
+
+
+def _bootstrap_address() -> str | None:
+    try:
+        from ray._private.services import find_bootstrap_address
+
+        addr = find_bootstrap_address(None)  # what ray.init() reads: <ray temp dir>/ray_current_cluster
+        return str(addr) if addr else None
+    except Exception:  # the private API moved: nothing found
+        log.debug("cannot read Ray's bootstrap address", exc_info=True)
+        return None
+
+
+def running_head() -> str | None:
+    """``RAY_ADDRESS``, or the address of the head ``ray start`` last started here if its GCS
+    port still accepts connections (a stale file from a stopped head does not count)."""
+    env = os.environ.get("RAY_ADDRESS")
+    if env:
+        return env
+    addr = _bootstrap_address()
+    if not addr:
+        return None
+    host, _, port = addr.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=2).close()
+    except (OSError, ValueError):
+        return None
+    return addr
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _any_free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_head(port: int | None = None) -> tuple[str, int]:
+    """``ray start --head`` with Ray's dashboard (on 8265, or a free port if another head has it);
+    returns the new head's address and the dashboard's port."""
+    ray_bin = shutil.which("ray", path=os.path.dirname(sys.executable)) or "ray"
+    dashboard = 8265 if _free(8265) else _any_free_port()
+    cmd = [ray_bin, "start", "--head", "--disable-usage-stats", f"--dashboard-port={dashboard}"]
+    if port:
+        cmd.append(f"--port={port}")
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        lines = [ln for ln in (r.stderr or r.stdout).strip().splitlines() if ln.strip()]
+        raise NotRunningError(f"`ray start --head` failed: {lines[-1] if lines else '(no output)'}")
+    addr = running_head()
+    if addr is None:
+        raise NotRunningError("`ray start --head` returned but no head answers at its recorded address")
+    return addr, dashboard
+
+
+def _cmdlines() -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                out[int(d.name)] = (d / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            except OSError:
+                continue
+    return out
+
+
+def _children(pids: set[int]) -> set[int]:
+    found = set(pids)
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid in pids:
+                found.add(int(d.name))
+    return found
+
+
+def head_pids(address: str) -> set[int]:
+    """Every local process of the Ray session whose GCS listens at ``address`` (and children)."""
+    cmds = _cmdlines()
+    sessions = {a.split("=", 1)[1] for args in cmds.values() if f"--gcs-address={address}" in args
+                for a in args if a.startswith("--session-name=")}
+    port = address.rpartition(":")[2]
+    sessions |= {a.split("=", 1)[1] for args in cmds.values() if f"--gcs_server_port={port}" in args
+                 for a in args if a.startswith("--session-name=")}
+    if not sessions:
+        return set()
+    pids = {pid for pid, args in cmds.items() if any(s in a for a in args for s in sessions)}
+    pids.discard(os.getpid())
+    return _children(pids) - {os.getpid()}
+
+
+def stop_head(address: str, timeout: float = 15.0) -> int:
+    """Stop the head at ``address`` (SIGTERM, then SIGKILL after ``timeout``); returns how many
+    processes were signalled. Forgets the recorded address if it was this head's."""
+    pids = head_pids(address)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
+        time.sleep(0.1)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if _bootstrap_address() == address:
+        try:
+            from ray._common.utils import reset_ray_address
+
+            reset_ray_address()
+        except Exception:
+            log.debug("cannot forget Ray's bootstrap address", exc_info=True)
+    return len(pids)
