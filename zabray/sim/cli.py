@@ -137,16 +137,16 @@ def _summarize(results: list[SimResult], opts: SimOptions, elapsed: float) -> di
     }
 
 
-def _print(s: dict[str, object], results: list[SimResult], args: argparse.Namespace) -> None:
+def _print(s: dict[str, Any], results: list[SimResult], args: argparse.Namespace) -> None:
     out = sys.stdout
     faults = s["faults"] or {}
     seeds = s["seeds"]
     print(f"zabray sim: {s['voters']} voters + {s['observers']} observers, "
-          f"faults: {', '.join(s['faults_enabled']) or 'none'}, seeds {seeds[0]}..{seeds[1]}", file=out)  # type: ignore[index]
+          f"faults: {', '.join(s['faults_enabled']) or 'none'}, seeds {seeds[0]}..{seeds[1]}", file=out)
     rows = [
         ("schedules", f"{s['schedules']:,}"),
         ("steps", f"{s['steps']:,}  ({s['ticks']:,} ticks)"),
-        ("faults injected", "  ".join(f"{k} {v:,}" for k, v in faults.items()) or "none"),  # type: ignore[union-attr]
+        ("faults injected", "  ".join(f"{k} {v:,}" for k, v in faults.items()) or "none"),
         ("crash points hit", f"{s['crash_points']:,} distinct"),
         ("leaders established", f"{s['leaders_established']:,}"),
         ("txns committed", f"{s['txns_committed']:,}  (proposals {s['proposals']:,}, "
@@ -154,26 +154,26 @@ def _print(s: dict[str, object], results: list[SimResult], args: argparse.Namesp
     ]
     if s.get("service") == "zookeeper":
         c = s["service_counts"]
-        rows.append(("client calls", f"{c.get('calls', 0):,} ({c.get('ok', 0):,} ok), sessions {c.get('sessions', 0):,}, "  # type: ignore[union-attr]
-                     f"moves {c.get('moves', 0):,}, watches fired {c.get('watches', 0):,}, "  # type: ignore[union-attr]
-                     f"expired {c.get('expired', 0):,}, clients vanished {c.get('vanished', 0):,}"))  # type: ignore[union-attr]
+        rows.append(("client calls", f"{c.get('calls', 0):,} ({c.get('ok', 0):,} ok), sessions {c.get('sessions', 0):,}, "
+                     f"moves {c.get('moves', 0):,}, watches fired {c.get('watches', 0):,}, "
+                     f"expired {c.get('expired', 0):,}, clients vanished {c.get('vanished', 0):,}"))
     for k, v in rows:
         print(f"  {k:<20} {v}", file=out)
     if args.crash_points:
         print("  crash points (replica role/phase/last event/what was not yet durable):", file=out)
-        for p, n in s["crash_point_counts"].items():  # type: ignore[union-attr]
+        for p, n in s["crash_point_counts"].items():
             print(f"    {n:6d}  {p}", file=out)
     bad = s["violations"]
     if not bad:
         print(f"  {'violations':<20} none", file=out)
     else:
-        print(f"  {'violations':<20} {len(bad)} schedule(s):", file=out)  # type: ignore[arg-type]
-        for v in bad[:20]:  # type: ignore[index]
+        print(f"  {'violations':<20} {len(bad)} schedule(s):", file=out)
+        for v in bad[:20]:
             print(f"    seed {v['seed']}: {v['property']} at step {v['step']}: {v['detail']}", file=out)
-        v0 = bad[0]  # type: ignore[index]
+        v0 = bad[0]
         service = f"--service zookeeper --clients {args.clients} " if s.get("service") == "zookeeper" else ""
         print(f"  replay: zabray sim {service}--replicas {s['voters']} --observers {s['observers']} "
               f"--faults {','.join(s['faults_enabled']) or 'none'} --steps {args.steps} --seed {v0['seed']} --timeline",
               file=out)
-    rate = s["schedules"] / max(s["elapsed_s"], 1e-9)  # type: ignore[operator]
+    rate = s["schedules"] / max(s["elapsed_s"], 1e-9)
     print(f"  {'elapsed':<20} {s['elapsed_s']} s ({rate:,.0f} schedules/s)", file=out)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from zabray.protocol.events import ChannelId
 from zabray.protocol.messages import Message, Notification
@@ -116,22 +117,22 @@ class Network:
 
     def deliverable(self, alive: set[int]) -> list[tuple[str, object, int]]:
         """(kind, key, receiver) for every queue whose head can be delivered now."""
-        out: list[tuple[str, object, int]] = []
+        out: list[tuple[str, Any, int]] = []
         for ch, c in self.channels.items():
             for receiver, q in c.to.items():
                 if q and receiver in alive and not self.cut(ch.learner, ch.leader):
                     out.append(("chan", ch, receiver))
-        for key, q in self.links.items():
-            if q and key[1] in alive:
+        for key, notes in self.links.items():
+            if notes and key[1] in alive:
                 out.append(("link", key, key[1]))
         return out
 
-    def ready(self, kind: str, key: object, receiver: int) -> bool:
+    def ready(self, kind: str, key: Any, receiver: int) -> bool:
         """Is that queue still non-empty (a close earlier in the same pass may have emptied it)?"""
         if kind == "chan":
-            c = self.channels.get(key)  # type: ignore[arg-type]
+            c = self.channels.get(key)
             return c is not None and bool(c.to[receiver])
-        return bool(self.links.get(key))  # type: ignore[arg-type]
+        return bool(self.links.get(key))
 
     def pop_channel(self, ch: ChannelId, receiver: int) -> Message | None:
         c = self.channels[ch]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -302,7 +302,7 @@ class Simulation:
             chain = None
             if base and node.applied >= base and isinstance(node.app, ValueLog) and node.applied == base:
                 chain = node.app.chain
-            self.checker.leader_established(sid, rec.epoch, hist, base, chain)
+            self.checker.leader_established(sid, rec.epoch, {int(z): d for z, d in hist.items()}, base, chain)
             self.stats["elections"] += 1
             self._log(f"  {sid} ESTABLISHED epoch {rec.epoch} with history through {fmt(rec.zxid)}")
         elif isinstance(rec, trace.StateChange):
@@ -460,7 +460,7 @@ class Simulation:
                 return self._result()
         return self.finish()
 
-    def _micro_steps(self):  # type: ignore[no-untyped-def]
+    def _micro_steps(self) -> Iterator[None]:
         """Fair progress, one action at a time: passes in which every ready queue delivers one
         message and every replica finishes its disk work; a tick after every third pass.
         Round-robin, so no chatty pair starves the rest."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zabray.protocol.messages import Txn
-from zabray.protocol.zxid import fmt
+from zabray.protocol.zxid import Zxid, fmt
 from zabray.sim.checker import Checker
 from zabray.tree import DataTree, EventType, OpCode, Result, Stat
 from zabray.zk.messages import (
@@ -100,7 +100,7 @@ class ZkChecker:
         while self.done < len(G):
             z = G[self.done][0]
             self.done += 1
-            result = ref.apply(Txn(z, self.base.G_values[z]))
+            result = ref.apply(Txn(Zxid(z), self.base.G_values[z]))
             if result is None:
                 continue
             self.results[z] = result

@@ -215,13 +215,13 @@ class ZkSimulation(Simulation):
                     c.links[conn] = link
                     self._client_actions(c, c.core.step(cs.Dialed(conn)))
                 case cs.SendOp(conn, xid, op):
-                    link = c.links.get(conn)
-                    if link is not None and link.client_open and link.server_open:
-                        link.up.append((xid, op))
+                    up = c.links.get(conn)
+                    if up is not None and up.client_open and up.server_open:
+                        up.up.append((xid, op))
                 case cs.Hangup(conn):
-                    link = c.links.pop(conn, None)
-                    if link is not None:
-                        self._hangup(link)
+                    gone = c.links.pop(conn, None)
+                    if gone is not None:
+                        self._hangup(gone)
                 case cs.Completed(call_id, zxid, error, value, _):
                     op, watch, tag = c.calls.pop(call_id)
                     self._log(f"  client {c.id} call {call_id} {type(op).__name__} -> "
@@ -400,7 +400,7 @@ class ZkSimulation(Simulation):
         else:
             self._deliver_down(key)  # type: ignore[arg-type]
 
-    def _micro_steps(self) -> Iterator[None]:  # type: ignore[override]
+    def _micro_steps(self) -> Iterator[None]:
         base = super()._micro_steps()
         for _ in base:
             yield

@@ -62,7 +62,9 @@ def request(req: cp.ZkReq) -> ClientOp:
             return Connect(int(a[0]), int(a[1]), int(a[2]), _watches(a[3]))
         if op in ("get", "exists", "children"):
             path, watch = str(a[0]), bool(a[1]) if len(a) > 1 else False
-            return {"get": GetData, "exists": Exists, "children": GetChildren}[op](path, watch)
+            if op == "get":
+                return GetData(path, watch)
+            return Exists(path, watch) if op == "exists" else GetChildren(path, watch)
         if op == "create":
             return Create(str(a[0]), bytes(a[1]), bool(a[2]), bool(a[3]))
         if op == "delete":

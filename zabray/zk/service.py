@@ -188,7 +188,7 @@ class ZkService:
         st = self.conns.get(conn)
         if st is None:
             st = self.conns[conn] = _Conn(conn)
-        if type(op) is Ping:
+        if isinstance(op, Ping):
             if st.session:
                 self.touched.add(st.session)
             self._out.append(Reply(conn, xid, self.tree.last_zxid, None, None))
@@ -196,10 +196,10 @@ class ZkService:
         if st.refusing is not None:
             self._answer_now(st, xid, ErrorInfo("NOT_READY", st.refusing))
             return
-        if type(op) is Connect:
+        if isinstance(op, Connect):
             self._connect(st, xid, op)
             return
-        if type(op) is Malformed:
+        if isinstance(op, Malformed):
             self._answer_now(st, xid, ErrorInfo("BAD_ARGUMENTS", op.message))
             return
         if not st.session:
