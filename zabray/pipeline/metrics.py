@@ -202,10 +202,11 @@ def figures(trace: DataFrame | TraceFrames, bucket: float | None = None) -> Figu
                               F.col("e.zxid").alias("zxid"))
                       .orderBy("run", "t"))
     timed = df.where(F.col("t").isNotNull())
-    # Real runs stamp wall-clock seconds (~1.7e9), the simulator its tick count from 0.
+    # Real runs stamp wall-clock seconds (~1.7e9), the simulator its tick count from 0 and names
+    # its runs sim-SEED; both must hold, so a hand-made trace with small times is not "ticks".
     runs = (timed.groupBy("run")
             .agg(F.min(F.least("t", "invoke_t", "start")).alias("t0"), F.max("t").alias("t1"))
-            .select("*", (F.col("t0") < F.lit(1e8)).alias("simulated"))
+            .select("*", ((F.col("t0") < F.lit(1e8)) & F.col("run").startswith("sim-")).alias("simulated"))
             .orderBy("run"))
     uptime = (timed.where((F.col("replica") >= 0) & F.col("inc").isNotNull())
               .groupBy("run", "replica", "inc").agg(F.min("t").alias("start"), F.max("t").alias("end"))
