@@ -278,6 +278,13 @@ def _run_point(pool: _Pool, ens: Ensemble, exp: Experiment, point: Point, rep: i
             bar.set_postfix_str(f"{rate:,.0f} ops/s")
             bar.refresh()
         _, pending = ray.wait(pending, timeout=0.5, num_returns=len(pending))
+    # A node that went away during the last poll interval is still a loss of this run.
+    alive = set(_alive_nodes())
+    for node, sids in list(node_watch.items()):
+        if node not in alive:
+            tl.marks.append({"t": time.time(), "what": "node lost", "replicas": ",".join(map(str, sorted(sids))),
+                             "node": node})
+            del node_watch[node]
     driver.join(120)
     cpu1, cpu_t1 = _replica_cpu(ens, pool.probes), time.time()
     if bar is not None:
