@@ -26,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     run.add_argument("--name", default="default")
     run.add_argument("--address", default=None)
     run.add_argument("--in-flight", type=int, default=None)
+    run.add_argument("--histories", action="store_true",
+                     help="record client histories under RUN_DIR/histories (on a zookeeper ensemble, "
+                          "also run the register workload) for `zabray check --histories`")
     run.set_defaults(func=lambda a: _guard(run_schedule, a))
 
 
@@ -62,8 +65,18 @@ def run_schedule(args: argparse.Namespace) -> int:
     ens = Ensemble.connect(args.name, address=_address(args))
     ens.wait_for_leader(60)
     wcfg = s.workload
+    run_dir = ens.info.get("run_dir")
+    history = regs = None
+    if getattr(args, "histories", False):
+        from zabray.histories import HistoryRecorder
+        from zabray.register_workload import RegisterWorkload
+
+        history = HistoryRecorder.for_run(run_dir, f"broadcast-{int(time.time())}")
+        if ens.info.get("config", {}).get("service") == "zookeeper":
+            regs = RegisterWorkload(ens, run_dir, client=f"registers-{int(time.time())}",
+                                    sessions=int(wcfg.get("sessions", 6)), keys=int(wcfg.get("keys", 3))).start()
     wl = Workload(ens, in_flight=args.in_flight or int(wcfg.get("in_flight", 100)),
-                  size=int(wcfg.get("size", 1024))).start()
+                  size=int(wcfg.get("size", 1024)), history=history).start()
     started = ens.run_schedule(data, args.seed, wait=False)
     print(f"running {len(started['plan'])} faults (seed {s.seed}) against {args.name!r} under load")
     while True:
@@ -79,10 +92,20 @@ def run_schedule(args: argparse.Namespace) -> int:
     print()
     if prog["error"]:
         wl.stop()
+        if regs is not None:
+            regs.stop()
+        if history is not None:
+            history.close()
         print(f"the schedule stopped: {prog['error']}", file=sys.stderr)
         return 1
     ens.wait_for_leader(60)
     result = wl.stop()
+    if regs is not None:
+        counts = regs.stop()
+        print(f"register workload: {counts['ok']:,} ok, {counts['fail']:,} failed, {counts['unknown']:,} unknown")
+    if history is not None:
+        history.close()
+        print(f"histories in {run_dir}/histories; check them with: zabray check --histories {run_dir}")
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         st = ens.status()
