@@ -191,10 +191,10 @@ def search(ops: Sequence[Op], budget: int = DEFAULT_BUDGET, init: State = ABSENT
     pred = [-1] * n
     last: dict[str, int] = {}
     for i in sorted((i for i, op in enumerate(ops) if op.definite), key=lambda i: (ops[i].process, ops[i].seq)):
-        p = ops[i].process
-        if p in last:
-            pred[i] = last[p]
-        last[p] = i
+        proc = ops[i].process
+        if proc in last:
+            pred[i] = last[proc]
+        last[proc] = i
 
     def unlink(e: int) -> None:
         nxt[prv[e]] = nxt[e]
