@@ -72,7 +72,7 @@ def run_schedule(args: argparse.Namespace) -> int:
         from zabray.register_workload import RegisterWorkload
 
         history = HistoryRecorder.for_run(run_dir, f"broadcast-{int(time.time())}")
-        if ens.info.get("config", {}).get("service") == "zookeeper":
+        if ens.info.get("config", {}).get("service", "zookeeper") == "zookeeper":
             regs = RegisterWorkload(ens, run_dir, client=f"registers-{int(time.time())}",
                                     sessions=int(wcfg.get("sessions", 6)), keys=int(wcfg.get("keys", 3))).start()
     wl = Workload(ens, in_flight=args.in_flight or int(wcfg.get("in_flight", 100)),
