@@ -158,3 +158,23 @@ def test_stale_read_across_keys_and_fifo_of_writes() -> None:
     w = h.op("s", "write", 8, 9, value="z", zxid=35, key="/b")  # committed below what it saw (40)
     fifo = [f for f in check_sessions(h.rows) if f.prop == "fifo"]
     assert len(fifo) == 1 and w in fifo[0].labels and r not in fifo[0].labels
+
+
+def test_many_unobserved_unknown_writes_stay_cheap() -> None:
+    h = H()
+    h.op("s0", "create", 0, 1, value="v0", rv=0)
+    for i in range(30):  # a long outage: 30 writes of unknown fate, none ever read back
+        h.op(f"u{i}", "write", 2 + i * 0.01, None, outcome="unknown", value=f"lost{i}")
+    t = 3.0
+    for i in range(1, 40):
+        h.op("s1", "sync", t, t + 0.1)
+        h.op("s1", "read", t + 0.1, t + 0.2, result="v0" if i < 20 else "w", rv=None)
+        t += 1
+        if i == 19:
+            h.op("s2", "write", t, t + 0.5, value="w")
+            t += 1
+    v = verdict(h, budget=20_000)
+    assert v.verdict == "ok", v.timeline
+    h.op("s1", "sync", t, t + 0.1)
+    h.op("s1", "read", t + 0.1, t + 0.2, result="v0")  # back to a value overwritten for good
+    assert verdict(h, budget=20_000).verdict == "violation"

@@ -35,6 +35,7 @@ DEFINITE_FAILS = frozenset({"BAD_VERSION", "NO_NODE", "NODE_EXISTS", "NOT_EMPTY"
 WRITES = frozenset({"write", "cas", "create", "delete"})
 DEFAULT_BUDGET = 200_000
 WINDOW = 8
+UNSEEN = "\x00unseen"  # the data an unobserved unknown write leaves (no read can match it)
 
 State = tuple[bool, "str | None", int]
 ABSENT: State = (False, None, -1)
@@ -163,6 +164,20 @@ def search(ops: Sequence[Op], budget: int = DEFAULT_BUDGET, init: State = ABSENT
     With ``finals``, the search does not stop at the first order found: it collects into
     ``finals`` every state some legal order (with any subset of the unknown ops) can end in.
     """
+    # Unknown blind writes whose value no read returned are interchangeable: each, if it takes
+    # effect, bumps the version and leaves data nobody saw. Only the earliest-invoked unplaced one
+    # may be placed next (any order using k of them can use the k earliest instead), so the cache
+    # sees k+1 configurations where it would see 2^k subsets.
+    seen = {op.result for op in ops if op.kind == "read" and op.outcome == "ok"}
+    pool = sorted((i for i, op in enumerate(ops) if op.outcome == "unknown" and op.kind == "write"
+                   and op.value not in seen), key=lambda i: (ops[i].invoke, i))
+    if pool:
+        ops = [replace(op, value=UNSEEN) if op.outcome == "unknown" and op.kind == "write" and op.value not in seen
+               else op for op in ops]
+    in_pool = [False] * len(ops)
+    for i in pool:
+        in_pool[i] = True
+    used = 0
     n = len(ops)
     # Entries: 1..2n (0 is the head sentinel, 2n+1 the tail). Calls before returns at equal times,
     # so operations that touch at an instant count as concurrent (never a false alarm).
@@ -225,6 +240,8 @@ def search(ops: Sequence[Op], budget: int = DEFAULT_BUDGET, init: State = ABSENT
             e, state = stack.pop()
             i = entry_op[e]
             placed &= ~(1 << i)
+            if in_pool[i]:
+                used -= 1
             if ret_of[i]:
                 relink(ret_of[i])
                 remaining += 1
@@ -233,7 +250,7 @@ def search(ops: Sequence[Op], budget: int = DEFAULT_BUDGET, init: State = ABSENT
             continue
         i = entry_op[e]
         p = pred[i]
-        if p < 0 or placed >> p & 1:
+        if (p < 0 or placed >> p & 1) and (not in_pool[i] or pool[used] == i):
             steps += 1
             if steps > budget:
                 return Search(None, steps)
@@ -244,6 +261,8 @@ def search(ops: Sequence[Op], budget: int = DEFAULT_BUDGET, init: State = ABSENT
                     cache.add(key)
                     stack.append((e, state))
                     state, placed = new, key[0]
+                    if in_pool[i]:
+                        used += 1
                     unlink(e)
                     if ret_of[i]:
                         unlink(ret_of[i])
