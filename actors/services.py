@@ -10,6 +10,7 @@ broadcast: SUBMIT -> a txn, COMMITTED/FAILED back. ``ZooKeeperService`` hosts th
 
 from __future__ import annotations
 
+import os
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -85,6 +86,8 @@ class ZooKeeperService:
     def __init__(self, replica: int, stats: dict[str, int]) -> None:
         now = _now_ms()
         self.svc = ZkService(replica, DataTree(), now_ms=now, id_salt=0)
+        if os.environ.get("ZABRAY_PLANT_STALE_READS") == "1":
+            _plant_stale_reads(self.svc)
         self.app = self.svc.tree
         self.stats = stats
         self._ids: dict[_ClientConn, int] = {}
@@ -164,3 +167,18 @@ class ZooKeeperService:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _plant_stale_reads(svc: ZkService) -> None:
+    """Test-only planted bug (tests/histories/test_planted.py, set through Ray's runtime_env):
+    run a session's read as soon as it arrives, ahead of that session's earlier writes, so it can
+    return a state older than one the session already saw. The history checker must catch it."""
+    drain = svc._drain
+
+    def stale_drain(st: Any) -> None:
+        for e in st.queue:
+            if e.read is not None and not e.done:
+                svc._read(st, e)
+        drain(st)
+
+    svc._drain = stale_drain  # type: ignore[method-assign]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -12,6 +13,7 @@ from typing import Any
 from zabray.commands import _guard
 from zabray.errors import ConfigError
 
+log = logging.getLogger(__name__)
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("faults", help="crash points and fault schedules",
@@ -30,6 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     run.add_argument("--name", default="default")
     run.add_argument("--address", default=None)
     run.add_argument("--in-flight", type=int, default=None)
+    run.add_argument("--histories", action="store_true",
+                     help="record client histories under RUN_DIR/histories (on a zookeeper ensemble, "
+                          "also run the register workload) for `zabray check --histories`")
     run.set_defaults(func=lambda a: _guard(run_schedule, a))
 
 
@@ -54,7 +59,7 @@ def plan(args: argparse.Namespace) -> int:
 
 
 def run_under_load(ens: Any, data: dict[str, Any], seed: int | None, in_flight: int | None = None,
-                   on_progress: Any = None) -> tuple[dict[str, Any], Any, list[str]]:
+                   on_progress: Any = None, histories: bool = False) -> tuple[dict[str, Any], Any, list[str]]:
     """Run schedule ``data`` against ``ens`` while a workload of the ensemble's service writes;
     then wait for every replica to catch up and check that every acknowledged write is on every
     replica. Returns (the schedule's progress, the workload's result, the problems found)."""
@@ -67,8 +72,18 @@ def run_under_load(ens: Any, data: dict[str, Any], seed: int | None, in_flight: 
     trace_dir = None
     if ens.info.get("config", {}).get("trace", True) and ens.info.get("run_dir"):
         trace_dir = Path(ens.info["run_dir"]) / "trace"  # the client's rows, so `zabray check` sees them
+    history = regs = None
+    if histories:
+        from zabray.histories import HistoryRecorder
+        from zabray.register_workload import RegisterWorkload
+
+        run_dir = ens.info.get("run_dir")
+        history = HistoryRecorder.for_run(run_dir, f"broadcast-{int(time.time())}")
+        if ens.info.get("config", {}).get("service", "broadcast") == "zookeeper":
+            regs = RegisterWorkload(ens, run_dir, client=f"registers-{int(time.time())}",
+                                    sessions=int(wcfg.get("sessions", 6)), keys=int(wcfg.get("keys", 3))).start()
     wl = Workload(ens, in_flight=in_flight or int(wcfg.get("in_flight", 100)), size=int(wcfg.get("size", 1024)),
-                  session=os.getpid(), trace_dir=trace_dir).start()
+                  session=os.getpid(), trace_dir=trace_dir, history=history).start()
     try:
         started = ens.run_schedule(data, seed, wait=False)
         while True:
@@ -82,6 +97,11 @@ def run_under_load(ens: Any, data: dict[str, Any], seed: int | None, in_flight: 
             ens.wait_for_leader(60)
     finally:
         result = wl.stop()
+        if regs is not None:
+            counts = regs.stop()
+            log.info("register workload: %d ok, %d failed, %d unknown", counts["ok"], counts["fail"], counts["unknown"])
+        if history is not None:
+            history.close()
     if prog["error"]:
         return prog, result, []
     deadline = time.monotonic() + 60
@@ -119,7 +139,10 @@ def run_schedule(args: argparse.Namespace) -> int:
         sys.stdout.write(f"\r  [{bar:<30}] {done}/{total} faults, {acked:,} writes acknowledged")
         sys.stdout.flush()
 
-    prog, result, problems = run_under_load(ens, data, args.seed, args.in_flight, show)
+    prog, result, problems = run_under_load(ens, data, args.seed, args.in_flight, show, histories=args.histories)
+    if args.histories:
+        print(f"\nhistories in {ens.info.get('run_dir')}/histories; check them with: "
+              f"zabray check --histories {ens.info.get('run_dir')}")
     print()
     if prog["error"]:
         print(f"the schedule stopped: {prog['error']}", file=sys.stderr)

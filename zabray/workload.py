@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from zabray import trace
 from zabray.errors import NoQuorumError, UncertainOutcomeError, ZabError
+from zabray.histories import HistoryRecorder
 
 if TYPE_CHECKING:
     from zabray.ensemble import Ensemble
@@ -79,7 +80,8 @@ class Workload:
     """Runs on the ensemble handle's client loop; ``start()`` returns at once, ``stop()`` waits."""
 
     def __init__(self, ens: Ensemble, *, in_flight: int = 100, size: int = 1024, timeout: float = 10.0,
-                 session: int = 0, trace_dir: str | Path | None = None) -> None:
+                 session: int = 0, trace_dir: str | Path | None = None,
+                 history: HistoryRecorder | None = None) -> None:
         if in_flight < 1 or size < 16:
             raise ZabError("in_flight must be >= 1 and size >= 16 bytes")
         self.ens = ens
@@ -94,6 +96,7 @@ class Workload:
         self.service = str(ens.info.get("config", {}).get("service", "broadcast"))
         self._zk: Any = None
         self._zk_lock: asyncio.Lock | None = None
+        self.history = history  # zabray.histories: one ``write`` row per submit on key "log"
 
     def start(self) -> Workload:
         loop, _ = self.ens._ensure_client()
@@ -135,13 +138,21 @@ class Workload:
     async def _one(self, client, value: bytes, sem: asyncio.Semaphore) -> None:  # type: ignore[no-untyped-def]
         t0 = time.time()
         zxid = None
+        p = self.history.invoke(f"broadcast-{self.session}", "log", "write", value=trace.digest(value)) \
+            if self.history is not None else None
         try:
             zxid = int(await client.submit(value, self.timeout))
             outcome = "ok"
-        except (UncertainOutcomeError, NoQuorumError):
+            if p is not None:
+                self.history.complete(p, "ok", zxid=zxid)  # type: ignore[union-attr]
+        except (UncertainOutcomeError, NoQuorumError) as e:
             outcome = "unknown"
-        except ZabError:
+            if p is not None:
+                self.history.failed(p, e)  # type: ignore[union-attr]
+        except ZabError as e:
             outcome = "failed"
+            if p is not None:
+                self.history.failed(p, e)  # type: ignore[union-attr]
         finally:
             sem.release()
         self.result.records.append(OpRecord(trace.digest(value), t0, time.time(), outcome, zxid))

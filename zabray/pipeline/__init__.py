@@ -9,6 +9,8 @@ In a notebook::
     print(pipeline.format_table(report))
     figs = pipeline.figures(df)                  # Figures: small DataFrames
     pipeline.write_figures(figs, "runs/r1/analysis")
+    h = pipeline.load_histories(spark, "runs/r1")  # client histories (zabray.histories)
+    print(pipeline.format_history_report(pipeline.check_histories(h)))
 
 No module of this package imports PySpark at import time (only when a function runs), so
 ``zabray.pipeline.cli`` can be wired into the main CLI without slowing it down.
@@ -16,6 +18,14 @@ No module of this package imports PySpark at import time (only when a function r
 
 from zabray.pipeline.checks import PROPERTIES, READ_OPS, CheckReport, PropertyResult, TraceFrames, check
 from zabray.pipeline.errors import TraceError
+from zabray.pipeline.history_checks import (
+    HistoryReport,
+    check_histories,
+    format_history_report,
+    linearizability,
+    load_histories,
+    session_violations,
+)
 from zabray.pipeline.loader import load, spark_schema, trace_files
 from zabray.pipeline.metrics import Figures, figures, write_figures
 from zabray.pipeline.plots import compare, plot
@@ -23,7 +33,9 @@ from zabray.pipeline.report import format_table, report_dict, write_json
 from zabray.pipeline.spark_session import get_session
 
 __all__ = [
-    "PROPERTIES", "READ_OPS", "CheckReport", "Figures", "PropertyResult", "TraceError", "TraceFrames",
-    "check", "compare", "figures", "format_table", "get_session", "load", "plot", "report_dict", "spark_schema",
+    "PROPERTIES", "READ_OPS", "CheckReport", "Figures", "HistoryReport", "PropertyResult", "TraceError",
+    "TraceFrames", "check", "check_histories", "compare", "figures", "format_history_report", "format_table",
+    "get_session", "linearizability", "load", "load_histories", "plot", "report_dict", "session_violations",
+    "spark_schema",
     "trace_files", "write_figures", "write_json",
 ]

@@ -37,6 +37,13 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="output directory (default RUN_DIR/analysis)")
     p.add_argument("--no-figures", action="store_true", help="only check; skip Parquet figures and plots")
     p.add_argument("--bucket", type=float, metavar="T", help="time bucket of the figures (default: automatic)")
+    p.add_argument("--histories", action="store_true",
+                   help="check the clients' histories (RUN_DIR/histories/): per-key linearizability and "
+                        "session guarantees, instead of the replicas' traces")
+    p.add_argument("--budget", type=int, default=None, metavar="STEPS",
+                   help="with --histories: search steps per key before its verdict is 'unknown'")
+    p.add_argument("--reads", choices=("after-sync", "all", "none"), default="after-sync",
+                   help="with --histories: which reads must be linearizable (ZooKeeper: only after a sync)")
     p.set_defaults(func=run_check)
     return p
 
@@ -49,6 +56,10 @@ def _out_dir(args: argparse.Namespace, run_dir: Path) -> Path:
 
 def run_check(args: argparse.Namespace) -> int:
     """Run the subcommand; returns the exit code (the worst over all run directories)."""
+    if getattr(args, "histories", False):
+        from zabray.pipeline.history_cli import run_history_check
+
+        return run_history_check(args)
     from zabray.pipeline.loader import trace_files
 
     dirs = [Path(d) for d in args.run_dirs]

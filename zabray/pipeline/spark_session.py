@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import shlex
+import sys
 import tempfile
 import warnings
 from collections.abc import Mapping
@@ -147,6 +148,9 @@ def get_session(master: str | None = None, *, app_name: str = APP_NAME,
             # No hostname lookups in local mode: quieter, and works without a resolvable hostname.
             builder = builder.config("spark.driver.host", "127.0.0.1")
             builder = builder.config("spark.driver.bindAddress", "127.0.0.1")
+        if chosen.startswith("local") and "spark.pyspark.python" not in given and not os.environ.get("PYSPARK_PYTHON"):
+            # Python workers (the history checks' UDFs) run this interpreter: zabray and pyarrow are here.
+            os.environ["PYSPARK_PYTHON"] = sys.executable
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
