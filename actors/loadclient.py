@@ -46,12 +46,15 @@ class LoadClient:
     """One load client: ``in_flight`` operations outstanding, ``read_fraction`` of them reads."""
 
     def __init__(self, index: int, ensemble: str, addresses: dict[int, tuple[str, int]], service: str,
-                 timeout: float = 10.0, seed: int = 0) -> None:
+                 timeout: float = 10.0, seed: int = 0, secret: Any = None,
+                 config: dict[str, Any] | None = None) -> None:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         self.index = index
         self.ensemble = ensemble
         self.addresses = {int(s): (a[0], int(a[1])) for s, a in addresses.items()}
         self.service = service
+        self.secret = secret  # the ensemble's secret, handed over through Ray (trusted, as the README says)
+        self.config = config or {}
         self.timeout = timeout
         self.rng = random.Random(seed * 7919 + index)
         self.in_flight = 1
@@ -77,8 +80,10 @@ class LoadClient:
         """Connect (and for ZooKeeper create this client's znodes); returns where it runs."""
         if self.service == "broadcast":
             from zabray.client import EnsembleClient
+            from zabray.ensemble import client_tls
 
-            self.client = EnsembleClient(self.ensemble, self.addresses, self._refresh)
+            self.client = EnsembleClient(self.ensemble, self.addresses, self._refresh, secret=self.secret,
+                                         ssl=client_tls(self.config) if self.config else None)
         else:
             from zabray.session import Session
 

@@ -119,9 +119,8 @@ def main() -> None:
     ap.add_argument("--master", default=None)
     args = ap.parse_args()
 
-    from zabray.pipeline.session import get_session
-
     from zabray.pipeline.history_checks import check_histories, load_histories
+    from zabray.pipeline.spark_session import get_session
 
     spark = get_session(args.master)
     jvm_pid = int(spark._jvm.ProcessHandle.current().pid())  # type: ignore[union-attr]

@@ -127,7 +127,8 @@ class _Pool:
             self.actors.append(cls.options(
                 num_cpus=0, max_concurrency=1000, namespace="zabray",
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
-            ).remote(i, ens.name, ens._addresses(), exp.service, exp.timeout))
+            ).remote(i, ens.name, ens._addresses(), exp.service, exp.timeout, secret=ens._secret,
+                      config=ens.info.get("config", {})))
         self.where = ray.get([a.prepare.remote() for a in self.actors], timeout=300)
         self.sessions = ray.get([a.session_id.remote() for a in self.actors], timeout=60)
 

@@ -34,7 +34,7 @@ def run_history_check(args: argparse.Namespace) -> int:
     from pyspark.sql import SparkSession
 
     from zabray.pipeline.history_checks import check_histories, format_history_report, load_histories
-    from zabray.pipeline.session import get_session
+    from zabray.pipeline.spark_session import get_session
 
     ours = SparkSession.getActiveSession() is None
     spark = get_session(args.master)
