@@ -13,11 +13,6 @@ from zabray.recipes import DoubleBarrier, Election, Group, Lock, ReadWriteLock
 pytestmark = pytest.mark.ray
 
 
-# Safety (never two holders) is asserted whenever the test runs to the end; what fails is liveness:
-# after the session rewrite (issue 12) lock acquisitions sometimes stall for over 90 s after a
-# leader kill (seen in a fresh-clone CI run on a quiet machine; passes most runs). Open bug, issue 12.
-@pytest.mark.xfail(reason="known liveness regression: acquisitions can stall after a leader kill (issue 12)",
-                   strict=False)
 def test_lock_never_two_holders_across_a_leader_kill(start) -> None:
     ens = start(3)
     sessions = [ens.session(timeout=6) for _ in range(10)]
@@ -27,6 +22,7 @@ def test_lock_never_two_holders_across_a_leader_kill(start) -> None:
     errors: list[BaseException] = []
     guard = threading.Lock()
     stop = threading.Event()
+    stalled = False
 
     def worker(i: int) -> None:
         nonlocal holders, acquired
@@ -53,7 +49,10 @@ def test_lock_never_two_holders_across_a_leader_kill(start) -> None:
         wait_until(lambda: acquired >= 30, timeout=60, what="30 acquisitions")
         ens.kill(ens.wait_for_leader())
         before = acquired
-        wait_until(lambda: acquired >= before + 30, timeout=90, what="30 more acquisitions after the kill")
+        try:
+            wait_until(lambda: acquired >= before + 30, timeout=90, what="30 more acquisitions after the kill")
+        except AssertionError:
+            stalled = True
     finally:
         stop.set()
         for t in threads:
@@ -63,8 +62,13 @@ def test_lock_never_two_holders_across_a_leader_kill(start) -> None:
                 s.close()
             except Exception:
                 pass
+    assert not violations, violations[:3]  # safety: never two holders, stalled or not
+    if stalled:
+        # Known liveness regression after the session rewrite (issue 12, open): acquisitions can
+        # stall for over 90 s after a leader kill (seen once in a fresh-clone CI run on a quiet
+        # machine; most runs pass). Safety above is still asserted.
+        pytest.xfail("lock acquisitions stalled after the leader kill (known liveness bug, issue 12)")
     assert not errors, errors[:3]
-    assert not violations, violations[:3]
 
 
 def test_election_hands_over_when_the_leader_session_dies(start) -> None:
