@@ -329,7 +329,7 @@ class Ensemble:
 
     def arm_crash(self, sid: int, point: str, nth: int = 1) -> None:
         """Kill ``sid`` the ``nth`` time it passes crash ``point`` (`zabray faults points`)."""
-        from actors.faultpoints import check_point
+        from zabray.crashpoints import check_point
 
         self._inject("arm", sid, check_point(point), nth)
 

@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def points(args: argparse.Namespace) -> int:
-    from actors.faultpoints import all_points
+    from zabray.crashpoints import all_points
 
     for name, what in all_points().items():
         print(f"{name:<34} {what}")

@@ -96,7 +96,7 @@ def _step(d: dict[str, Any], at: float, where: str) -> Step:
         raise ConfigError(f"{where}: target must be one of {', '.join(TARGETS)} or a list of replica ids")
     point = d.get("point")
     if fault == "crash-point":
-        from actors.faultpoints import check_point
+        from zabray.crashpoints import check_point
 
         if not point:
             raise ConfigError(f"{where}: a crash-point step needs `point` (see `zabray faults points`)")
