@@ -348,7 +348,7 @@ class ZkSimulation(Simulation):
             return zm.GetData(path, watch), watch, b""
         if kind == 1:
             return zm.Exists(path, watch), watch, b""
-        return zm.GetChildren(rng.choice(("/", "/a", "/q")), watch), watch, b""
+        return zm.GetChildren(rng.choice(("/", "/a", "/q")), watch, stat=True), watch, b""
 
     # -- the schedule ---------------------------------------------------------------------------------
 

@@ -141,6 +141,12 @@ class SessionMovedError(ZooKeeperError):
     code = "SESSION_MOVED"
 
 
+class NoWatcherError(ZooKeeperError):
+    """checkWatches/removeWatches named a watch the session does not hold (raised by the service)."""
+
+    code = "NO_WATCHER"
+
+
 ERRORS: dict[str, type[ZooKeeperError]] = {
     cls.code: cls
     for cls in (
@@ -160,6 +166,7 @@ ERRORS: dict[str, type[ZooKeeperError]] = {
         AuthFailedError,
         RuntimeInconsistencyError,
         UnimplementedError,
+        NoWatcherError,
     )
 }
 

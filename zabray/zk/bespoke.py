@@ -64,7 +64,7 @@ def request(req: cp.ZkReq) -> ClientOp:
             path, watch = str(a[0]), bool(a[1]) if len(a) > 1 else False
             if op == "get":
                 return GetData(path, watch)
-            return Exists(path, watch) if op == "exists" else GetChildren(path, watch)
+            return Exists(path, watch) if op == "exists" else GetChildren(path, watch, stat=True)
         if op == "create":
             return Create(str(a[0]), bytes(a[1]), bool(a[2]), bool(a[3]))
         if op == "delete":

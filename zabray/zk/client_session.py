@@ -366,9 +366,14 @@ class ClientSession:
         elif type(msg) is WatchFired:
             if msg.zxid > self.last_zxid:
                 self.last_zxid = msg.zxid
-            entry = self.watchers.pop((msg.kind, msg.path), None)
             self.events += 1
-            self._out.append(Notice(tuple(entry[1]) if entry else (), msg.kind, msg.path, msg.event, msg.zxid))
+            # As ZooKeeper's client does: the server tells a session once per change, and a
+            # deletion is news to the data and the child watches on the path alike.
+            kinds = ("data", "child") if msg.event == "deleted" else (msg.kind,)
+            fired = [(k, self.watchers.pop((k, msg.path), None)) for k in kinds]
+            told = [(k, e) for k, e in fired if e is not None] or [(msg.kind, None)]
+            for kind, entry in told:
+                self._out.append(Notice(tuple(entry[1]) if entry else (), kind, msg.path, msg.event, msg.zxid))
         else:
             self._end(ErrorInfo("SESSION_EXPIRED", f"session 0x{self.session_id:x} has expired"), expired=True)
 

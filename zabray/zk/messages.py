@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from zabray.tree import Check, CloseSession, Create, Delete, Multi, SetData, Sync
+from zabray.tree import AuthId, Check, CloseSession, Create, Delete, Multi, SetACL, SetData, Sync
 
 # -- requests (a client's, on one connection) -----------------------------------------------------
 
@@ -24,16 +24,28 @@ class Watches:
     data: tuple[str, ...] = ()
     exist: tuple[str, ...] = ()
     child: tuple[str, ...] = ()
+    persistent: tuple[str, ...] = ()
+    recursive: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class Connect:
-    """Open (``session_id`` 0) or resume a session; ``last_zxid`` is the newest zxid it saw."""
+    """Open (``session_id`` 0) or resume a session; ``last_zxid`` is the newest zxid it saw.
+    ``auth``: the connection's own ids (ZooKeeper gives every connection ("ip", its address))."""
 
     session_id: int
     timeout_ms: int
     last_zxid: int
     watches: Watches = Watches()
+    auth: tuple[AuthId, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SetWatches:
+    """ZooKeeper's SetWatches(2), sent by a client right after it resumed its session here."""
+
+    last_zxid: int
+    watches: Watches
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +67,76 @@ class Exists:
 
 @dataclass(frozen=True, slots=True)
 class GetChildren:
+    """``stat``: getChildren2, the answer is (children, Stat) rather than the children alone."""
+
     path: str
     watch: bool = False
+    stat: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GetACL:
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class GetAllChildrenNumber:
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class GetEphemerals:
+    """The session's own ephemerals whose path starts with ``prefix``."""
+
+    prefix: str = "/"
+
+
+@dataclass(frozen=True, slots=True)
+class MultiRead:
+    """("get", path) / ("children", path) ops; each answered with its value or its own error."""
+
+    ops: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AddAuth:
+    """ZooKeeper's addAuth: more ids for this connection; a bad credential is AUTH_FAILED and
+    the connection is closed."""
+
+    scheme: str
+    credential: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class WhoAmI:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class AddWatch:
+    path: str
+    recursive: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CheckWatches:
+    """``kind``: a ``zabray.zk.watches.WatchKind`` value; NO_WATCHER if there is none."""
+
+    path: str
+    kind: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveWatches:
+    path: str
+    kind: int
+
+
+@dataclass(frozen=True, slots=True)
+class Unimplemented:
+    """An operation this service does not offer (reconfig, SASL...): answered UNIMPLEMENTED."""
+
+    what: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +146,11 @@ class Malformed:
     message: str
 
 
-Read = GetData | Exists | GetChildren
-Write = Create | Delete | SetData | Check | Multi | Sync | CloseSession
-ClientOp = Connect | Ping | Read | Write | Malformed
+Read = (GetData | Exists | GetChildren | GetACL | GetAllChildrenNumber | GetEphemerals | MultiRead | AddAuth
+        | WhoAmI | AddWatch | CheckWatches | RemoveWatches | SetWatches)
+"""Answered from this replica's tree and tables, in order behind the connection's earlier requests."""
+Write = Create | Delete | SetData | SetACL | Check | Multi | Sync | CloseSession
+ClientOp = Connect | Ping | Read | Write | Malformed | Unimplemented
 
 
 # -- events into the service ----------------------------------------------------------------------
@@ -211,8 +293,10 @@ class CloseConn(ServiceAction):
 
 
 __all__ = [
-    "Check", "CloseSession", "Create", "Delete", "Multi", "SetData", "Sync",
-    "Watches", "Connect", "Ping", "Malformed", "GetData", "Exists", "GetChildren", "Read", "Write", "ClientOp",
+    "Check", "CloseSession", "Create", "Delete", "Multi", "SetACL", "SetData", "Sync",
+    "Watches", "Connect", "SetWatches", "Ping", "Malformed", "Unimplemented", "GetData", "Exists", "GetChildren",
+    "GetACL", "GetAllChildrenNumber", "GetEphemerals", "MultiRead", "AddAuth", "WhoAmI", "AddWatch",
+    "CheckWatches", "RemoveWatches", "Read", "Write", "ClientOp",
     "ServiceEvent", "ConnClosed", "ClientRequest", "TxnDelivered", "TxnCommitted", "TxnFailed",
     "SessionsAlive", "ServiceTick", "RoleChanged", "StepEnd",
     "ServiceAction", "ErrorInfo", "Reply", "WatchFired", "SessionEnded", "SubmitTxn", "ReportTouches",

@@ -37,10 +37,14 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from zabray.tree import DataTree, EventType, OpCode, Result, ZooKeeperError, validate_path
+from zabray.tree import AuthId, DataTree, OpCode, Result, ZooKeeperError, authenticate
 from zabray.tree import ops as tops
+from zabray.zk import reads
 from zabray.zk.messages import (
+    AddAuth,
+    AddWatch,
     Check,
+    CheckWatches,
     ClientOp,
     ClientRequest,
     CloseConn,
@@ -51,12 +55,17 @@ from zabray.zk.messages import (
     Delete,
     ErrorInfo,
     Exists,
+    GetACL,
+    GetAllChildrenNumber,
     GetChildren,
     GetData,
+    GetEphemerals,
     Malformed,
     Multi,
+    MultiRead,
     Ping,
     Read,
+    RemoveWatches,
     Reply,
     ReportTouches,
     RoleChanged,
@@ -65,31 +74,37 @@ from zabray.zk.messages import (
     ServiceTick,
     SessionEnded,
     SessionsAlive,
+    SetACL,
     SetData,
+    SetWatches,
     StepEnd,
     SubmitTxn,
     Sync,
     TxnCommitted,
     TxnDelivered,
     TxnFailed,
+    Unimplemented,
     Watches,
     WatchFired,
+    WhoAmI,
     Write,
 )
+from zabray.zk.watches import Fired, WatchTables
 
 log = logging.getLogger(__name__)
 
 MIN_TIMEOUT_MS = 400
 MAX_TIMEOUT_MS = 120_000
-_DATA_EVENTS = (EventType.CREATED, EventType.DELETED, EventType.CHANGED)
-_CHILD_EVENTS = (EventType.CHILD, EventType.DELETED)
-_READS = (GetData, Exists, GetChildren)
+_READS = (GetData, Exists, GetChildren, GetACL, GetAllChildrenNumber, GetEphemerals, MultiRead, AddAuth, WhoAmI,
+          AddWatch, CheckWatches, RemoveWatches, SetWatches)
+_TREE_READS = (GetData, Exists, GetChildren, GetACL, GetAllChildrenNumber, GetEphemerals, MultiRead, WhoAmI)
+_WATCH_OPS = (AddWatch, CheckWatches, RemoveWatches)
 
 
 class _Entry:
     """One request in a connection's FIFO (or an internal expiry, ``st`` None)."""
 
-    __slots__ = ("xid", "st", "read", "done", "reply", "on_ok", "held")
+    __slots__ = ("xid", "st", "read", "done", "reply", "on_ok", "held", "close_after")
 
     def __init__(self, xid: int, st: _Conn | None, read: Read | None = None) -> None:
         self.xid = xid
@@ -99,10 +114,11 @@ class _Entry:
         self.reply: Reply | None = None
         self.on_ok: Callable[[], None] | None = None
         self.held: bytes | None = None  # a write held back behind an earlier read
+        self.close_after = False  # close the connection once this reply is out (failed auth)
 
 
 class _Conn:
-    __slots__ = ("conn", "session", "queue", "closing", "reads", "refusing")
+    __slots__ = ("conn", "session", "queue", "closing", "reads", "refusing", "auth")
 
     def __init__(self, conn: int) -> None:
         self.conn = conn
@@ -111,6 +127,7 @@ class _Conn:
         self.closing = False
         self.reads = 0  # unanswered reads in the queue
         self.refusing: str | None = None  # why every further request is NOT_READY
+        self.auth: tuple[AuthId, ...] = ()  # the connection's ids: its address, then addAuth's
 
 
 class ZkService:
@@ -118,18 +135,28 @@ class ZkService:
 
     ``tree`` is the core's state machine (the service reads it, only the core applies to it).
     ``id_salt`` keeps session ids unique across a replica's incarnations (the shell passes
-    something that grows, e.g. its start time in ms).
+    something that grows, e.g. its start time in ms). A requested session timeout is clamped
+    to ``[min_timeout_ms, max_timeout_ms]``. The leader looks for empty containers and expired
+    TTL znodes every ``container_check_ms`` (0: never) and submits their deletion.
+    ``super_digest`` (``super:<base64 sha1>``) names ZooKeeper's superuser credential.
     """
 
-    def __init__(self, replica: int, tree: DataTree | None = None, *, now_ms: int = 0, id_salt: int = 0) -> None:
+    def __init__(self, replica: int, tree: DataTree | None = None, *, now_ms: int = 0, id_salt: int = 0,
+                 min_timeout_ms: int = MIN_TIMEOUT_MS, max_timeout_ms: int = MAX_TIMEOUT_MS,
+                 container_check_ms: int = 60_000, super_digest: str | None = None) -> None:
         self.replica = replica
         self.tree = tree if tree is not None else DataTree()
         self.now_ms = now_ms
         self.id_salt = id_salt
+        self.min_timeout_ms = min_timeout_ms
+        self.max_timeout_ms = max(min_timeout_ms, max_timeout_ms)
+        self.container_check_ms = container_check_ms
+        self.super_digest = super_digest
+        self._next_sweep = now_ms + container_check_ms
+        self.sweeping: dict[str, int] = {}  # path -> core request id of its delete_container
         self.conns: dict[int, _Conn] = {}
         self.by_session: dict[int, _Conn] = {}
-        self.data_watches: dict[str, set[int]] = {}
-        self.child_watches: dict[str, set[int]] = {}
+        self.watches = WatchTables()
         self.pending: dict[int, _Entry] = {}  # core request id -> entry
         self.touched: set[int] = set()
         self.tracker: dict[int, int] | None = None  # leader only: session -> deadline (ms)
@@ -202,6 +229,9 @@ class ZkService:
         if isinstance(op, Malformed):
             self._answer_now(st, xid, ErrorInfo("BAD_ARGUMENTS", op.message))
             return
+        if isinstance(op, Unimplemented):
+            self._answer_now(st, xid, ErrorInfo("UNIMPLEMENTED", f"{op.what} is not implemented"))
+            return
         if not st.session:
             self._answer_now(st, xid, ErrorInfo("SESSION_EXPIRED", "no live session on this connection"))
             return
@@ -229,11 +259,14 @@ class ZkService:
                 self.dirty.add(st.conn)
             else:
                 self._drain(st)
-        elif rep.error is not None:
-            # An internal close (expiry) that failed: the next tick may try again.
-            for s, r in list(self.expiring.items()):
-                if r not in self.pending:
-                    del self.expiring[s]
+        else:
+            # An internal request (an expiry or a container sweep) finished. A failed expiry is
+            # tried again on a later tick; a sweep looks afresh at the next check.
+            self.sweeping = {p: r for p, r in self.sweeping.items() if r in self.pending}
+            if rep.error is not None:
+                for s, r in list(self.expiring.items()):
+                    if r not in self.pending:
+                        del self.expiring[s]
 
     def _drain(self, st: _Conn) -> None:
         q = st.queue
@@ -248,6 +281,10 @@ class ZkService:
                 st.reads -= 1
             assert e.reply is not None
             self._out.append(e.reply)
+            if e.close_after:
+                self._out.append(CloseConn(st.conn))
+                self._conn_closed(st.conn)
+                return
         self._release(st)
 
     def _release(self, st: _Conn) -> None:
@@ -286,22 +323,25 @@ class ZkService:
     def _write(self, st: _Conn, xid: int, op: Write) -> None:
         e = _Entry(xid, st)
         st.queue.append(e)
-        sid, t = st.session, self.now_ms
+        sid, t, auth = st.session, self.now_ms, st.auth
         try:
             match op:
-                case Create(path, data, ephemeral, sequential):
+                case Create(path, data, ephemeral, sequential, acl, container, ttl, stat):
                     value = tops.create(path, bytes(data), ephemeral=ephemeral, sequential=sequential,
-                                        session_id=sid, time_ms=t)
+                                        session_id=sid, time_ms=t, acl=acl, container=container, ttl=ttl,
+                                        stat=stat, auth=auth)
                 case Delete(path, version):
-                    value = tops.delete(path, version, session_id=sid, time_ms=t)
+                    value = tops.delete(path, version, session_id=sid, time_ms=t, auth=auth)
                 case SetData(path, data, version):
-                    value = tops.set_data(path, bytes(data), version, session_id=sid, time_ms=t)
+                    value = tops.set_data(path, bytes(data), version, session_id=sid, time_ms=t, auth=auth)
+                case SetACL(path, acl, version):
+                    value = tops.set_acl(path, acl, version, session_id=sid, time_ms=t, auth=auth)
                 case Check(path, version):
-                    value = tops.check(path, version, session_id=sid, time_ms=t)
+                    value = tops.check(path, version, session_id=sid, time_ms=t, auth=auth)
                 case Sync(path):
-                    value = tops.sync(path, session_id=sid, time_ms=t)
+                    value = tops.sync(path, session_id=sid, time_ms=t, auth=auth)
                 case Multi(ops):
-                    value = tops.multi(ops, session_id=sid, time_ms=t)
+                    value = tops.multi(ops, session_id=sid, time_ms=t, auth=auth)
                 case CloseSession():
                     st.closing = True
                     value = tops.close_session(sid, time_ms=t)
@@ -328,30 +368,28 @@ class ZkService:
         self.stats["reads"] += 1
         value: Any = None
         error = None
+        e.done = True
+        if not sid:
+            e.reply = Reply(st.conn, e.xid, tree.last_zxid, ErrorInfo("SESSION_EXPIRED", "the session expired"))
+            return
         try:
-            if not sid:
-                e.reply = Reply(st.conn, e.xid, tree.last_zxid, ErrorInfo("SESSION_EXPIRED", "the session expired"))
-                e.done = True
-                return
-            path = validate_path(op.path)
-            if type(op) is GetData:
-                value = tree.get(path)
-                if op.watch:
-                    self.data_watches.setdefault(path, set()).add(sid)
-            elif type(op) is Exists:
-                value = tree.exists(path)
-                if op.watch:
-                    self.data_watches.setdefault(path, set()).add(sid)
-            else:
-                value = (tree.children(path), tree.stat(path))
-                if op.watch:
-                    self.child_watches.setdefault(path, set()).add(sid)
+            if isinstance(op, _TREE_READS):
+                value = reads.read(tree, self.watches, sid, st.auth, op)
+            elif isinstance(op, _WATCH_OPS):
+                reads.watch_op(self.watches, sid, op)
+            elif isinstance(op, AddAuth):
+                ids = authenticate(op.scheme, op.credential, super_digest=self.super_digest)
+                st.auth += tuple(i for i in ids if i not in st.auth)
+            elif isinstance(op, SetWatches):
+                w = op.watches
+                self._send_fired(st, self.watches.set_watches(
+                    tree, sid, op.last_zxid, w.data, w.exist, w.child, w.persistent, w.recursive), tree.last_zxid)
         except ZooKeeperError as x:
             error = ErrorInfo(x.code, x.message, x.path, x.index)
+            e.close_after = x.code == "AUTH_FAILED"
         except (IndexError, TypeError, ValueError) as x:
             error = ErrorInfo("BAD_ARGUMENTS", f"bad {type(op).__name__} request: {x}")
         e.reply = Reply(st.conn, e.xid, tree.last_zxid, error, value)
-        e.done = True
 
     # -- the core's answers ----------------------------------------------------------------------
 
@@ -393,7 +431,7 @@ class ZkService:
         z = result.zxid
         if result.ok and result.op == OpCode.CLOSE_SESSION:
             sid = result.session_id
-            self._drop_watches(sid)
+            self.watches.drop_session(sid)
             self.expiring.pop(sid, None)
             if self.tracker is not None:
                 self.tracker.pop(sid, None)
@@ -408,7 +446,10 @@ class ZkService:
             if self.tracker is not None:
                 self.tracker[result.session_id] = self.now_ms + int(result.value)
         for ch in result.changes:
-            self._fire(ch.path, ch.event, z)
+            for f in self.watches.fire(ch.path, ch.event):
+                st = self.by_session.get(f.session)
+                if st is not None:
+                    self._send_event(st, f.kind, f.path, f.event, z)
 
     # -- time, roles and the session tracker -------------------------------------------------------
 
@@ -435,6 +476,7 @@ class ZkService:
         if not leading:
             self.tracker = None
             self.expiring.clear()
+            self.sweeping.clear()
         elif self.tracker is None:
             # A new leader: every live session gets a full timeout to reach it.
             self.tracker = self._start_tracker()
@@ -455,6 +497,13 @@ class ZkService:
             if deadline < self.now_ms and s not in self.expiring:
                 log.info("replica %d: expiring session 0x%x", self.replica, s)
                 self.expiring[s] = self._submit(_Entry(0, None), tops.close_session(s, time_ms=self.now_ms))
+        if self.container_check_ms and self.now_ms >= self._next_sweep:
+            # ZooKeeper's ContainerManager: the leader deletes empty containers and expired TTL
+            # znodes; the txn re-checks eligibility, so a child created meanwhile wins.
+            self._next_sweep = self.now_ms + self.container_check_ms
+            for path in self.tree.expired(self.now_ms):
+                if path not in self.sweeping:
+                    self.sweeping[path] = self._submit(_Entry(0, None), tops.delete_container(path, time_ms=self.now_ms))
 
     # -- sessions ----------------------------------------------------------------------------------
 
@@ -468,7 +517,7 @@ class ZkService:
         self.dirty.discard(conn)
         if st.session and self.by_session.get(st.session) is st:
             del self.by_session[st.session]
-            self._drop_watches(st.session)
+            self.watches.drop_session(st.session)
 
     def _connect(self, st: _Conn, xid: int, op: Connect) -> None:
         if not self.serving:
@@ -484,7 +533,8 @@ class ZkService:
         if st.session:
             self._answer_now(st, xid, ErrorInfo("BAD_ARGUMENTS", "this connection already has a session"))
             return
-        timeout = max(MIN_TIMEOUT_MS, min(MAX_TIMEOUT_MS, op.timeout_ms))
+        timeout = max(self.min_timeout_ms, min(self.max_timeout_ms, op.timeout_ms))
+        st.auth = tuple(op.auth)
         sid = op.session_id
         if sid == 0:
             sid = self._new_session_id()
@@ -509,33 +559,12 @@ class ZkService:
             old.session = 0
             self._out.append(CloseConn(old.conn))
             self._conn_closed(old.conn)
-        self._drop_watches(sid)
+        self.watches.drop_session(sid)
         st.session = sid
         self.by_session[sid] = st
-        tree = self.tree
-        z = tree.last_zxid
-        # ZooKeeper's SetWatches: fire at once what changed since the session last looked.
-        for path in watches.data:
-            stat = tree.exists(path)
-            if stat is None:
-                self._send_event(st, "data", path, "deleted", z)
-            elif stat.mzxid > last_zxid:
-                self._send_event(st, "data", path, "changed", z)
-            else:
-                self.data_watches.setdefault(path, set()).add(sid)
-        for path in watches.exist:
-            if tree.exists(path) is not None:
-                self._send_event(st, "data", path, "created", z)
-            else:
-                self.data_watches.setdefault(path, set()).add(sid)
-        for path in watches.child:
-            stat = tree.exists(path)
-            if stat is None:
-                self._send_event(st, "child", path, "deleted", z)
-            elif stat.pzxid > last_zxid:
-                self._send_event(st, "child", path, "child", z)
-            else:
-                self.child_watches.setdefault(path, set()).add(sid)
+        w = watches
+        self._send_fired(st, self.watches.set_watches(self.tree, sid, last_zxid, w.data, w.exist, w.child,
+                                                      w.persistent, w.recursive), self.tree.last_zxid)
 
     def _new_session_id(self) -> int:
         self._counter = (self._counter + 1) & 0xFFFF
@@ -543,27 +572,10 @@ class ZkService:
 
     # -- watches -----------------------------------------------------------------------------------
 
-    def _drop_watches(self, sid: int) -> None:
-        for table in (self.data_watches, self.child_watches):
-            for path in [p for p, s in table.items() if sid in s]:
-                s = table[path]
-                s.discard(sid)
-                if not s:
-                    del table[path]
-
     def _send_event(self, st: _Conn, kind: str, path: str, event: str, zxid: int) -> None:
         self.stats["watch_events"] += 1
         self._out.append(WatchFired(st.conn, kind, path, event, zxid))
 
-    def _fire(self, path: str, ev: EventType, zxid: int) -> None:
-        if ev in _DATA_EVENTS:
-            for s in sorted(self.data_watches.pop(path, ())):
-                st = self.by_session.get(s)
-                if st is not None:
-                    self._send_event(st, "data", path, ev.value, zxid)
-        if ev in _CHILD_EVENTS:
-            for s in sorted(self.child_watches.pop(path, ())):
-                st = self.by_session.get(s)
-                if st is not None:
-                    self._send_event(st, "child", path, ev.value, zxid)
-
+    def _send_fired(self, st: _Conn, fired: list[Fired], zxid: int) -> None:
+        for f in fired:
+            self._send_event(st, f.kind, f.path, f.event, zxid)
