@@ -174,7 +174,7 @@ class EnsembleController:
         async def one(sid: int) -> dict[str, Any]:
             info = self.info.get(sid, {})
             base = {"sid": sid, "node": self.node_of.get(sid), "node_label": self._node_label(self.node_of.get(sid)),
-                    "client": info.get("client"), "pid": info.get("pid"), "incarnation": info.get("incarnation"),
+                    "client": info.get("client"), "zk_client": info.get("zk_client"), "pid": info.get("pid"), "incarnation": info.get("incarnation"),
                     "paused": sid in self.paused, "observer": sid in self.observers}
             last = {k: self._last[sid][k] for k in self._KEPT if k in self._last.get(sid, {})}
             stale = {**last, "stale": True} if last else {"stale": True}

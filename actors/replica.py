@@ -25,6 +25,7 @@ from actors.faultpoints import PERSIST_KIND_OF, ReplicaFaults
 from actors.metrics import ReplicaMetrics
 from actors.services import BroadcastService, HostedService, ZooKeeperService
 from actors.transport import PeerTransport
+from actors.zkport import ZkClientConn, environment, safe_config
 from storage.base import apply_persists
 from storage.disk import DiskStore
 from storage.fsutil import atomic_write, read_file
@@ -58,6 +59,9 @@ from zabray.protocol.events import (
 )
 from zabray.protocol.messages import Diff, PeerState, Snap, Trunc
 from zabray.protocol.node import Node
+from zabray.wire.four_letter import AdminView, parse_words
+from zabray.wire.zkserver import password_key
+from zabray.zk import bespoke
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +106,8 @@ class ReplicaServer:
         self.fatal: str | None = None
         self.stats: dict[str, int] = {"submitted": 0, "committed": 0, "failed": 0, "delivered": 0,
                                       "syncs": 0, "synced_actions": 0, "bad_client_frames": 0,
-                                      "client_auth_failures": 0}
+                                      "client_auth_failures": 0, "zk_requests": 0, "zk_frames_out": 0, "zk_bytes_in": 0,
+                                      "bad_zk_frames": 0}
         self._auth_logged: set[str] = set()
         self._events: deque[Event] = deque()  # core events waiting for the current step to end
         self._stepping = False
@@ -113,12 +118,15 @@ class ReplicaServer:
         self._tasks: list[asyncio.Task[None]] = []
         self._client_server: asyncio.base_events.Server | None = None
         self._clients: set[_ClientConn] = set()
+        self._zk_server: asyncio.base_events.Server | None = None
+        self._zk_clients: set[ZkClientConn] = set()
         self._trace: trace.TraceWriter | None = None
         self._snap_due = self._snapshot_interval()
         self.faults = ReplicaFaults()
         self._dying = False
-        self.service: HostedService = (ZooKeeperService(sid, self.stats) if config.service == "zookeeper"
-                                       else BroadcastService(self.stats))
+        self.zk: ZooKeeperService | None = (ZooKeeperService(sid, self.stats, config)
+                                            if config.service == "zookeeper" else None)
+        self.service: HostedService = self.zk if self.zk is not None else BroadcastService(self.stats)
         self.metrics = ReplicaMetrics(ensemble, sid)
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -150,20 +158,34 @@ class ReplicaServer:
         self._client_server = await loop.create_server(lambda: _ClientConn(self), self.cfg.host, cport,
                                                        ssl=client_ssl, ssl_handshake_timeout=10 if client_ssl else None)
         cport = self._client_server.sockets[0].getsockname()[1]
-        self._tasks.append(loop.create_task(self._ticker()))
-        log.info("replica %d (incarnation %d) up: quorum port %d, client port %d, last zxid %s",
-                 self.sid, self.incarnation, qport, cport, durable.last_zxid)
         host = advertised_host(self.cfg.host)
-        return {"sid": self.sid, "quorum": [host, qport], "client": [host, cport],
+        zk_addr = None
+        if self.zk is not None:
+            zport = self.cfg.zk_client_port + self.sid if self.cfg.zk_client_port else 0
+            key = password_key(self.secret.key if self.secret is not None else None, self.ensemble)
+            words = parse_words(self.cfg.zk_four_letter_words)
+            self._zk_server = await loop.create_server(lambda: ZkClientConn(self, key, words), self.cfg.host, zport,
+                                                       ssl=client_ssl, ssl_handshake_timeout=10 if client_ssl else None)
+            zk_addr = [host, self._zk_server.sockets[0].getsockname()[1]]
+        self._tasks.append(loop.create_task(self._ticker()))
+        log.info("replica %d (incarnation %d) up: quorum port %d, client port %d, ZooKeeper port %s, last zxid %s",
+                 self.sid, self.incarnation, qport, cport, zk_addr[1] if zk_addr else "-", durable.last_zxid)
+        return {"sid": self.sid, "quorum": [host, qport], "client": [host, cport], "zk_client": zk_addr,
                 "pid": os.getpid(), "incarnation": self.incarnation}
+
+    def _close_clients(self) -> None:
+        for srv in (self._client_server, self._zk_server):
+            if srv is not None:
+                srv.close()
+        for c in list(self._clients):
+            c.close()
+        for z in list(self._zk_clients):
+            z.close()
 
     async def stop(self) -> None:
         for t in self._tasks:
             t.cancel()
-        if self._client_server is not None:
-            self._client_server.close()
-        for c in list(self._clients):
-            c.close()
+        self._close_clients()
         if self.transport is not None:
             await self.transport.stop()
         if self._trace is not None:
@@ -178,10 +200,7 @@ class ReplicaServer:
             log.critical("replica %d stops: %s", self.sid, why)
             for t in self._tasks:
                 t.cancel()
-            if self._client_server is not None:
-                self._client_server.close()
-            for c in list(self._clients):
-                c.close()
+            self._close_clients()
             if self.transport is not None:
                 self.loop.create_task(self.transport.stop())
 
@@ -436,6 +455,27 @@ class ReplicaServer:
         s["metrics"] = self.metrics.snapshot(self)
         return s
 
+    def admin_view(self) -> AdminView:
+        """What the four-letter words tell about this replica (``zabray.wire.four_letter``)."""
+        node = self.node
+        mode = "not serving"
+        if node is not None and self.fatal is None and node.role.phase_name() == "broadcast":
+            mode = {PeerState.LEADING: "leader", PeerState.FOLLOWING: "follower",
+                    PeerState.OBSERVING: "observer"}.get(node.state, "not serving")
+            if mode == "leader" and len(self.proto.voters) == 1 and not self.proto.observers:
+                mode = "standalone"
+        svc = self.zk.svc if self.zk is not None else None
+        tree = svc.tree if svc is not None else None
+        watched = svc.watches.by_path() if svc is not None else {}
+        sessions = {s: tree.ephemerals(s) for s in tree.sessions()} if tree is not None else {}
+        return AdminView(
+            mode=mode, zxid=tree.last_zxid if tree is not None else 0, znodes=len(tree) if tree is not None else 0,
+            watches=svc.watches.count() if svc is not None else 0, watched_paths=len(watched),
+            watching_sessions=len({s for ss in watched.values() for s in ss}),
+            connections=len(self._zk_clients) + len(self._clients), outstanding=len(svc.pending) if svc else 0,
+            received=self.stats["zk_requests"], sent=self.stats["zk_frames_out"], sessions=sessions, config=safe_config(self.cfg), environment=environment(),
+            clients=sorted(c.describe() for c in self._zk_clients))
+
     def request_snapshot(self) -> dict[str, int]:
         """Take a snapshot of the delivered state now (the snapshot actor calls this)."""
         if self.node is not None and self.fatal is None:
@@ -514,6 +554,12 @@ class _ClientConn(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         return False
+
+    def deliver(self, action: Any) -> None:
+        self.send(bespoke.frame(action))
+
+    def hang_up(self) -> None:
+        self.close()
 
     def send(self, msg: Any) -> None:
         if self.transport is None:

@@ -5,7 +5,9 @@ events and the core's client-facing actions into replies. Neither calls back int
 ``client``/``core``/``tick`` return the core events to run next, and the shell runs them after
 the current step (``ReplicaServer._run``). ``BroadcastService`` (the default) is plain atomic
 broadcast: SUBMIT -> a txn, COMMITTED/FAILED back. ``ZooKeeperService`` hosts the pure
-``zabray.zk.ZkService`` and speaks the bespoke ``ZK`` frames (``zabray.zk.bespoke``).
+``zabray.zk.ZkService``; its connections are zabray's own sessions (the bespoke ``ZK`` frames
+of ``zabray.zk.bespoke``) and ZooKeeper's client protocol (``actors.zkport``) side by side, each
+connection carrying the service's actions to its client through ``deliver``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from zabray import clientproto as cp
+from zabray.config import EnsembleConfig
 from zabray.protocol.actions import Action, Committed, Deliver, Failed, SessionsTouched
 from zabray.protocol.events import Event, Submit, TouchSessions
 from zabray.tree import DataTree
@@ -25,6 +28,13 @@ if TYPE_CHECKING:
     from actors.replica import _ClientConn
 
 
+class ServiceConn(Protocol):
+    """A client connection as the ZooKeeper service sees it."""
+
+    def deliver(self, action: zm.ServiceAction) -> None: ...
+    def hang_up(self) -> None: ...
+
+
 class HostedService(Protocol):
     app: Any
     """The core's state machine (None: the core's own value log)."""
@@ -32,7 +42,7 @@ class HostedService(Protocol):
     def client(self, conn: _ClientConn, req: cp.SubmitReq | cp.ZkReq) -> list[Event]: ...
     def core(self, actions: list[Action]) -> list[Event]: ...
     def tick(self, serving: bool, leading: bool) -> list[Event]: ...
-    def conn_lost(self, conn: _ClientConn) -> None: ...
+    def conn_lost(self, conn: ServiceConn) -> None: ...
     def status(self) -> dict[str, Any] | None: ...
 
 
@@ -73,7 +83,7 @@ class BroadcastService:
     def tick(self, serving: bool, leading: bool) -> list[Event]:
         return []
 
-    def conn_lost(self, conn: _ClientConn) -> None:
+    def conn_lost(self, conn: ServiceConn) -> None:
         pass
 
     def status(self) -> dict[str, Any] | None:
@@ -83,19 +93,22 @@ class BroadcastService:
 class ZooKeeperService:
     """The ZooKeeper service: connections get small ids, time is the wall clock in ms."""
 
-    def __init__(self, replica: int, stats: dict[str, int]) -> None:
+    def __init__(self, replica: int, stats: dict[str, int], cfg: EnsembleConfig | None = None) -> None:
         now = _now_ms()
-        self.svc = ZkService(replica, DataTree(), now_ms=now, id_salt=0)
+        cfg = cfg or EnsembleConfig()
+        self.svc = ZkService(replica, DataTree(), now_ms=now, id_salt=0,
+                             min_timeout_ms=cfg.zk_min_session_timeout_ms, max_timeout_ms=cfg.zk_max_session_timeout_ms,
+                             container_check_ms=cfg.zk_container_check_ms, super_digest=cfg.zk_super_digest or None)
         if os.environ.get("ZABRAY_PLANT_STALE_READS") == "1":
             _plant_stale_reads(self.svc)
         self.app = self.svc.tree
         self.stats = stats
-        self._ids: dict[_ClientConn, int] = {}
-        self._conns: dict[int, _ClientConn] = {}
+        self._ids: dict[ServiceConn, int] = {}
+        self._conns: dict[int, ServiceConn] = {}
         self._next_conn = 1
         self._role = (False, False)
 
-    def _id(self, conn: _ClientConn) -> int:
+    def _id(self, conn: ServiceConn) -> int:
         cid = self._ids.get(conn)
         if cid is None:
             cid = self._ids[conn] = self._next_conn
@@ -116,11 +129,11 @@ class ZooKeeperService:
                 conn = self._conns.pop(a.conn, None)  # type: ignore[attr-defined]
                 if conn is not None:
                     self._ids.pop(conn, None)
-                    conn.close()
+                    conn.hang_up()
             else:
                 conn = self._conns.get(a.conn)  # type: ignore[attr-defined]
                 if conn is not None:
-                    conn.send(bespoke.frame(a))  # type: ignore[arg-type]
+                    conn.deliver(a)
         return events
 
     def client(self, conn: _ClientConn, req: cp.SubmitReq | cp.ZkReq) -> list[Event]:
@@ -128,6 +141,10 @@ class ZooKeeperService:
             conn.send(cp.FailedRep(req.rid, "this ensemble runs service: zookeeper (use a session)", False))
             return []
         return self._carry_out(self.svc.step(zm.ClientRequest(self._id(conn), req.rid, bespoke.request(req))))
+
+    def zk_request(self, conn: ServiceConn, rid: int, op: zm.ClientOp) -> list[Event]:
+        """A request from a ZooKeeper-protocol connection (``actors.zkport``)."""
+        return self._carry_out(self.svc.step(zm.ClientRequest(self._id(conn), rid, op)))
 
     def core(self, actions: list[Action]) -> list[Event]:
         step = self.svc.step
@@ -155,7 +172,7 @@ class ZooKeeperService:
         out += self.svc.step(zm.ServiceTick(_now_ms()))
         return self._carry_out(out)
 
-    def conn_lost(self, conn: _ClientConn) -> None:
+    def conn_lost(self, conn: ServiceConn) -> None:
         cid = self._ids.pop(conn, None)
         if cid is not None:
             self._conns.pop(cid, None)

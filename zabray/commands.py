@@ -114,16 +114,17 @@ def status(args: argparse.Namespace) -> int:
         print(json.dumps([r.raw for r in rows], indent=2, default=str))
         return 0
     print(f"{'sid':>3} {'state':<10} {'phase':<16} {'epoch':>6} {'last zxid':>12} {'delivered':>12} "
-          f"{'inc':>3} {'pid':>7}  {'client':<21} node")
+          f"{'inc':>3} {'pid':>7}  {'client':<21} {'zookeeper':<21} node")
     for r in rows:
         mark = "~" if r.stale else ""
         epoch = f"{r.epoch}{mark}" if r.raw.get("current_epoch") is not None else "-"
         last = f"{r.last_zxid}{mark}" if r.raw.get("last_zxid") is not None else "-"
         applied = f"{r.applied}{mark}" if r.raw.get("applied") is not None else "-"
         client = f"{r.client[0]}:{r.client[1]}" if r.client else "-"
+        zk = f"{r.zk_client[0]}:{r.zk_client[1]}" if r.zk_client else "-"
         print(f"{r.sid:>3} {r.state + ('*' if r.observer else ''):<10} {r.phase or '-':<16} {epoch:>6} "
               f"{last:>12} {applied:>12} {r.incarnation if r.incarnation is not None else '-':>3} "
-              f"{r.pid or '-':>7}  {client:<21} {r.node_label or (r.node or '-')[:12]}")
+              f"{r.pid or '-':>7}  {client:<21} {zk:<21} {r.node_label or (r.node or '-')[:12]}")
     if any(r.observer for r in rows):
         print("* observer")
     if any(r.stale for r in rows):

@@ -16,6 +16,7 @@ import yaml
 
 from zabray.errors import ConfigError
 from zabray.protocol.protocol_config import ProtocolConfig
+from zabray.wire.four_letter import parse_words
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "local.yaml"
 
@@ -42,6 +43,21 @@ class EnsembleConfig:
     quorum_port: int = 0
     client_port: int = 0
     """Base ports; 0 picks free ones. With a base port, replica sid uses base + sid."""
+    zk_client_port: int = 0
+    """With ``service: zookeeper``: the base port of ZooKeeper's client protocol (kazoo, zkCli.sh,
+    the Java client); replica sid listens on base + sid, 0 picks free ports."""
+    zk_min_session_timeout_ms: int = 1000
+    zk_max_session_timeout_ms: int = 60000
+    """The range a client's requested session timeout is clamped to (ZooKeeper's
+    minSessionTimeout/maxSessionTimeout; its defaults, 2 and 20 ticks of 2 s, are 4 s and 40 s)."""
+    zk_max_frame: int = 0xFFFFF
+    """The largest request frame accepted (ZooKeeper's jute.maxbuffer, 1 MiB - 1)."""
+    zk_four_letter_words: str = "ruok,srvr,stat,mntr,conf,isro"
+    """The four-letter words answered on the ZooKeeper port, comma-separated ("*": all of them)."""
+    zk_container_check_ms: int = 60000
+    """How often the leader deletes empty containers and expired TTL znodes (0: never)."""
+    zk_super_digest: str = ""
+    """``super:<base64 sha1>`` of ZooKeeper's superuser credential (empty: no superuser)."""
     data_dir: str = "/tmp/zabray/data"
     run_dir: str = "runs"
     trace: bool = True
@@ -132,7 +148,7 @@ class EnsembleConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 out.append(f"config key {name!r} must be at least 1, got {getattr(self, name)}")
-        for name in ("quorum_port", "client_port"):
+        for name in ("quorum_port", "client_port", "zk_client_port"):
             v = getattr(self, name)
             if not 0 <= v <= 65000:
                 out.append(f"config key {name!r} must be 0 (pick free ports) or a base port below 65000")
@@ -142,6 +158,19 @@ class EnsembleConfig:
             out.append("config key 'sync_limit' must exceed 'ping_interval', or every learner looks dead")
         if self.service not in ("broadcast", "zookeeper"):
             out.append(f"config key 'service' must be 'broadcast' or 'zookeeper', got {self.service!r}")
+        if not 1 <= self.zk_min_session_timeout_ms <= self.zk_max_session_timeout_ms:
+            out.append("config keys 'zk_min_session_timeout_ms' and 'zk_max_session_timeout_ms' must satisfy "
+                       f"1 <= min <= max, got {self.zk_min_session_timeout_ms} and {self.zk_max_session_timeout_ms}")
+        if not 1024 <= self.zk_max_frame <= 1 << 30:
+            out.append(f"config key 'zk_max_frame' must be between 1024 and 2^30 bytes, got {self.zk_max_frame}")
+        if self.zk_container_check_ms < 0:
+            out.append("config key 'zk_container_check_ms' must be >= 0 (0: never)")
+        try:
+            parse_words(self.zk_four_letter_words)
+        except ValueError as e:
+            out.append(f"config key 'zk_four_letter_words': {e}")
+        if self.zk_super_digest and not self.zk_super_digest.startswith("super:"):
+            out.append("config key 'zk_super_digest' must look like super:<base64 sha1> (ZooKeeper's DigestAuthenticationProvider)")
         if not self.data_dir:
             out.append("config key 'data_dir' must name a directory")
         if self.secret_file and not self.auth:

@@ -117,6 +117,8 @@ class ReplicaStatus:
     """True for a DOWN or PAUSED replica: epoch and zxids are the last it reported while running."""
     client: tuple[str, int] | None = None
     node_label: str | None = None
+    zk_client: tuple[str, int] | None = None
+    """ZooKeeper's client port (``service: zookeeper`` only): what kazoo and zkCli.sh dial."""
 
     @classmethod
     def of(cls, d: dict[str, Any]) -> ReplicaStatus:
@@ -128,6 +130,7 @@ class ReplicaStatus:
             pid=d.get("pid"), incarnation=d.get("incarnation"), phase=d.get("phase"), raw=d,
             stale=bool(d.get("stale")), client=(str(d["client"][0]), int(d["client"][1])) if d.get("client") else None,
             node_label=d.get("node_label"),
+            zk_client=(str(d["zk_client"][0]), int(d["zk_client"][1])) if d.get("zk_client") else None,
         )
 
     @property
@@ -254,6 +257,15 @@ class Ensemble:
     def status(self) -> list[ReplicaStatus]:
         """Per replica: sid, role/state, epoch, last zxid, last delivered zxid, node, pid, alive."""
         return [ReplicaStatus.of(d) for d in self._call("status")]
+
+    def connect_string(self) -> str:
+        """``host:port,...`` of every replica's ZooKeeper client port, voters and observers, in
+        sid order: what kazoo's ``hosts=`` and zkCli.sh's ``-server`` take. A ``ConfigError``
+        if the ensemble does not run ``service: zookeeper``."""
+        addrs = [r.zk_client for r in sorted(self.status(), key=lambda r: r.sid) if r.zk_client]
+        if not addrs:
+            raise ConfigError(f"ensemble {self.name!r} serves no ZooKeeper clients: start it with service: zookeeper")
+        return ",".join(f"{h}:{p}" for h, p in addrs)
 
     def leader(self) -> int | None:
         """The established leader with the highest epoch, or None."""

@@ -371,7 +371,8 @@ class ClientSession:
             # deletion is news to the data and the child watches on the path alike.
             kinds = ("data", "child") if msg.event == "deleted" else (msg.kind,)
             fired = [(k, self.watchers.pop((k, msg.path), None)) for k in kinds]
-            told = [(k, e) for k, e in fired if e is not None] or [(msg.kind, None)]
+            told: list[tuple[str, tuple[str, list[int]] | None]] = [(k, e) for k, e in fired if e is not None]
+            told = told or [(msg.kind, None)]
             for kind, entry in told:
                 self._out.append(Notice(tuple(entry[1]) if entry else (), kind, msg.path, msg.event, msg.zxid))
         else:

@@ -1,0 +1,153 @@
+"""ZooKeeper's client port on a replica: asyncio connections around ``zabray.wire.zkserver``.
+
+Each connection feeds its bytes to a pure ``ZkServerConn``, hands the requests it yields to the
+replica's hosted ZooKeeper service (``actors.services.ZooKeeperService``), and writes the
+frames the service's actions encode to. Writes are batched per event-loop turn, as on the
+bespoke client port. Bad bytes close that connection only and are counted
+(``bad_zk_frames``); the replica carries on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import platform
+import sys
+from typing import TYPE_CHECKING, Any
+
+from zabray.errors import CodecError
+from zabray.wire import four_letter
+from zabray.wire.zkserver import ZkServerConn
+from zabray.zk import messages as zm
+
+if TYPE_CHECKING:
+    from actors.replica import ReplicaServer
+
+log = logging.getLogger(__name__)
+
+
+class ZkClientConn(asyncio.Protocol):
+    """One ZooKeeper client connection."""
+
+    def __init__(self, server: ReplicaServer, key: bytes, words: frozenset[str]) -> None:
+        self.server = server
+        self.key = key
+        self.words = words
+        self.wire: ZkServerConn | None = None
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self._out = bytearray()
+        self._flush_pending = False
+        self._close_after_flush = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else "?"
+        ip = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        self.wire = ZkServerConn(key=self.key, peer_ip=ip, max_frame=self.server.cfg.zk_max_frame, words=self.words)
+        self.server._zk_clients.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server._zk_clients.discard(self)
+        self.transport = None
+        self.server.service.conn_lost(self)
+
+    def data_received(self, data: bytes) -> None:
+        wire = self.wire
+        if wire is None or self.transport is None:
+            return
+        stats = self.server.stats
+        stats["zk_bytes_in"] += len(data)
+        try:
+            fed = wire.feed(data)
+        except CodecError as e:
+            stats["bad_zk_frames"] += 1
+            log.warning("replica %d: dropping ZooKeeper client %s: %s", self.server.sid, self.peer, e)
+            self.close()
+            return
+        if fed.word is not None:
+            text = four_letter.answer(fed.word, self.words, self.server.admin_view())
+            self.transport.write(text.encode())
+            self._close_soon()
+            return
+        if fed.send:
+            self._write(fed.send)
+        if fed.close:
+            self._close_soon()
+            return
+        for rid, op in fed.requests:
+            stats["zk_requests"] += 1
+            zk = self.server.zk
+            if zk is None:
+                self.close()
+                return
+            self.server._run(zk.zk_request(self, rid, op))
+            if self.transport is None:
+                return
+
+    def deliver(self, action: zm.ServiceAction) -> None:
+        """Carry one service action (a reply, a watch event, a session's end) to the client."""
+        if self.wire is None or self.transport is None:
+            return
+        data, close = self.wire.encode(action)
+        if data:
+            self.server.stats["zk_frames_out"] += 1
+            self._write(data)
+        if close:
+            self._close_soon()
+
+    def _write(self, data: bytes) -> None:
+        self._out += data
+        if not self._flush_pending:
+            self._flush_pending = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        t = self.transport
+        if t is None:
+            return
+        if self._out:
+            t.write(bytes(self._out))
+            self._out.clear()
+        if self._close_after_flush:
+            t.close()  # a graceful close: what was written still reaches the client
+
+    def _close_soon(self) -> None:
+        if self.wire is not None:
+            self.wire.closed = True
+        self._close_after_flush = True
+        if not self._flush_pending:
+            self._flush_pending = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def hang_up(self) -> None:
+        """The service ends this connection: what was already written still goes out."""
+        self._close_soon()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+            self.transport = None
+
+    def describe(self) -> str:
+        sid = self.wire.session_id if self.wire is not None else 0
+        return f"/{self.peer}[1](sid=0x{sid:x})"
+
+
+def environment() -> dict[str, str]:
+    """What ``envi`` reports: the process's own facts, never the secret or its file."""
+    return {"host.name": platform.node(), "python.version": sys.version.split()[0],
+            "os.name": platform.system(), "os.arch": platform.machine(), "user.dir": os.getcwd(),
+            "process.id": str(os.getpid())}
+
+
+def safe_config(cfg: Any) -> dict[str, object]:
+    """What ``conf`` reports: the config minus anything naming secrets or keys."""
+    hidden = ("secret", "key", "digest")
+    return {k: v for k, v in cfg.to_dict().items() if not any(h in k for h in hidden) and k != "extra"}
+
+
+__all__ = ["ZkClientConn", "environment", "safe_config"]
