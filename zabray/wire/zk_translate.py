@@ -79,9 +79,11 @@ def _paths(v: tuple[str, ...] | None) -> tuple[str, ...]:
 def to_op(req: zp.Request) -> zm.ClientOp:
     """The service request ``req`` asks for. Raises ``CodecError`` for an opcode ZooKeeper does
     not have (the connection is closed: the stream cannot be trusted)."""
+    op, b = req.op, req.body
+    if op in _UNIMPLEMENTED:
+        return zm.Unimplemented(_UNIMPLEMENTED[op])
     if not req.known:
         raise CodecError(f"unknown opcode {req.op}")
-    op, b = req.op, req.body
     try:
         return _to_op(op, b)
     except ValueError as e:
@@ -89,8 +91,6 @@ def to_op(req: zp.Request) -> zm.ClientOp:
 
 
 def _to_op(op: int, b: Any) -> zm.ClientOp:
-    if op in _UNIMPLEMENTED:
-        return zm.Unimplemented(_UNIMPLEMENTED[op])
     if op in CREATES:
         return _create(op, b)
     match op:
