@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.ensemble.conftest import ray_local  # noqa: F401  (module-scoped local Ray, for zabray servers)
 from zabray import apache_zk
 
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.ensemble.conftest import ray_local  # noqa: F401  (module-scoped local Ray)
 from tests.zkcompat.clients import zkcli
 from zabray import apache_zk
 from zabray.ensemble import Ensemble
