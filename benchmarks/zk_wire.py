@@ -1,0 +1,131 @@
+"""The same ZooKeeper clients against zabray and Apache ZooKeeper 3.8, side by side.
+
+A 3-replica zabray ensemble (``service: zookeeper``, otherwise the default configuration,
+``configs/local.yaml``: fsync on, traces on) and a 3-server Apache ZooKeeper 3.8 (Debian's
+package, forceSync on) run on this machine at the same time. For each client (ZooKeeper's Java
+client through benchmarks/zkload, and kazoo), each operation (setData, create, getData with 1 KB
+values) and each window (1,000 outstanding for throughput, 1 for latency), the load runs against
+one server and then the other, the order alternating by round; the table gives the median over
+rounds of ops/s and the ratio zabray / ZooKeeper.
+
+    .venv/bin/python benchmarks/zk_wire.py                 # 3 rounds, 5 s per run
+    .venv/bin/python benchmarks/zk_wire.py --rounds 1 --seconds 1 --clients java
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+# Run as a script, this directory would shadow the top-level ``storage`` package.
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+sys.path.insert(0, os.path.dirname(_here))
+
+
+
+def _zkclients() -> Any:
+    """benchmarks/zkclients.py, loaded by path (this directory is off sys.path, see above)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("zkclients", os.path.join(_here, "zkclients.py"))
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _load(client: str, hosts: str, op: str, size: int, outstanding: int, seconds: float,
+          warmup: float) -> dict[str, Any]:
+    zkclients = _zkclients()
+    fn = zkclients.java_load if client == "java" else zkclients.kazoo_load
+    return dict(fn(hosts, op, size, outstanding, seconds=seconds, warmup=warmup))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=5.0, help="timed seconds per run")
+    ap.add_argument("--warmup", type=float, default=1.0)
+    ap.add_argument("--clients", nargs="+", default=["java", "kazoo"], choices=["java", "kazoo"])
+    ap.add_argument("--ops", nargs="+", default=["setData", "create", "getData"],
+                    choices=["setData", "create", "getData"])
+    ap.add_argument("--outstanding", type=int, nargs="+", default=[1000, 1])
+    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--config", default=None, help="zabray YAML config (default: configs/local.yaml)")
+    ap.add_argument("--json", default=None, help="also write every run's result here")
+    args = ap.parse_args()
+
+    import ray
+
+    from zabray import apache_zk
+    from zabray.config import EnsembleConfig
+    from zabray.ensemble import Ensemble
+
+    if not apache_zk.available():
+        sys.exit("Apache ZooKeeper is not installed: run bin/bootstrap (it installs Debian's zookeeper)")
+    cfg = EnsembleConfig.load(args.config, service="zookeeper")
+    tmp = Path(tempfile.mkdtemp(prefix="zk-wire-"))
+    print(f"machine: {platform.node()}, {os.cpu_count()} cores, python {platform.python_version()}")
+    print(f"zabray: 3 replicas, config {args.config or 'configs/local.yaml'} + service: zookeeper "
+          f"(fsync {cfg.fsync}, trace {cfg.trace}, auth {cfg.auth}, tls {cfg.tls}, tick_ms {cfg.tick_ms})")
+    print("ZooKeeper: Apache ZooKeeper 3.8 (Debian), 3 servers, forceSync=yes")
+    print(f"load: {args.size} B values, {args.seconds} s timed + {args.warmup} s warm-up per run, "
+          f"{args.rounds} rounds, alternating order")
+    ray.init(address="local", include_dashboard=False, log_to_driver=False, num_cpus=os.cpu_count() or 2)
+    results: list[dict[str, Any]] = []
+    try:
+        with apache_zk.ApacheZooKeeper(tmp / "apache", servers=3) as azk:
+            ens = Ensemble.start(3, config=cfg.to_dict(), name=f"zkwire-{os.getpid()}",
+                                 data_dir=str(tmp / "zabray"), run_dir=str(tmp / "runs"))
+            try:
+                ens.wait_for_leader()
+                servers = {"zookeeper": azk.hosts, "zabray": ens.connect_string()}
+                for rnd in range(args.rounds):
+                    order = ["zookeeper", "zabray"] if rnd % 2 == 0 else ["zabray", "zookeeper"]
+                    for client in args.clients:
+                        for op in args.ops:
+                            for out in args.outstanding:
+                                for server in order:
+                                    r = _load(client, servers[server], op, args.size, out, args.seconds, args.warmup)
+                                    r.update(server=server, client=client, outstanding=out, round=rnd)
+                                    results.append(r)
+                                    print(f"  round {rnd} {client:<5} {op:<8} {out:>5} outstanding  {server:<9} "
+                                          f"{r['ops_per_s']:>9,.0f} ops/s  p50 {r['p50_ms']:.2f} ms  "
+                                          f"errors {r['errors']}", flush=True)
+            finally:
+                ens.stop(wipe=True)
+    finally:
+        ray.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    print()
+    print(f"{'client':<6} {'op':<8} {'outstanding':>11} {'ZooKeeper ops/s':>16} {'zabray ops/s':>13} "
+          f"{'zabray/ZK':>9} {'ZK p50 ms':>9} {'zabray p50 ms':>13}")
+    for client in args.clients:
+        for op in args.ops:
+            for out in args.outstanding:
+                def med(server: str, key: str, client: str = client, op: str = op, out: int = out) -> float:
+                    return statistics.median(r[key] for r in results if r["server"] == server and r["client"] == client
+                                             and r["op"] == op and r["outstanding"] == out)
+                zk, zb = med("zookeeper", "ops_per_s"), med("zabray", "ops_per_s")
+                print(f"{client:<6} {op:<8} {out:>11} {zk:>16,.0f} {zb:>13,.0f} {zb / zk if zk else 0:>9.2f} "
+                      f"{med('zookeeper', 'p50_ms'):>9.2f} {med('zabray', 'p50_ms'):>13.2f}")
+    errors = sum(r["errors"] for r in results)
+    if errors:
+        print(f"\n{errors} requests failed in all: the figures above count only the ones that succeeded")
+    print(f"\nfinished {time.strftime('%Y-%m-%d %H:%M:%S')}")
+
+
+if __name__ == "__main__":
+    main()
