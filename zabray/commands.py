@@ -104,6 +104,8 @@ def up(args: argparse.Namespace) -> int:
     service = ens.info.get("config", {}).get("service", "broadcast")
     print(f"ensemble {args.name!r} is up ({service}): {args.replicas} voters, {args.observers} observers; "
           f"leader {sid}")
+    if service == "zookeeper":
+        print(f"ZooKeeper clients (kazoo hosts=, zkCli.sh -server): {ens.connect_string()}")
     print(f"traces: {ens.info['run_dir']}")
     return 0
 
