@@ -87,3 +87,31 @@ def test_tls_ensemble_commits_and_refuses_plaintext_and_foreign_certificates(sta
     assert ens.leader() is not None
     acked[int(ens.submit(b"after"))] = trace.digest(b"after")
     assert_no_loss(ens, acked)
+
+
+def test_kazoo_reads_and_writes_over_tls_and_plaintext_is_refused(start, tmp_path) -> None:
+    from kazoo.client import KazooClient
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    ca = tmp_path / "ca"
+    make_certs(ca, ["node", "client"])
+    ens = start(3, service="zookeeper", tls=True, tls_ca=str(ca / "ca.pem"), tls_cert=str(ca / "node.pem"),
+                tls_key=str(ca / "node.key"), tls_client_certs=True)
+    ens.wait_for_leader(60)
+    hosts = ens.connect_string()
+    zk = KazooClient(hosts=hosts, use_ssl=True, verify_certs=True, check_hostname=False, ca=str(ca / "ca.pem"),
+                     certfile=str(ca / "client.pem"), keyfile=str(ca / "client.key"), timeout=10)
+    zk.start(timeout=60)
+    try:
+        zk.create("/tls", b"secret", ephemeral=True)
+        assert zk.get("/tls")[0] == b"secret"
+    finally:
+        zk.stop()
+        zk.close()
+    for kwargs in ({}, {"use_ssl": True, "verify_certs": True, "check_hostname": False, "ca": str(ca / "ca.pem")}):
+        # Plaintext, and TLS without a client certificate, never get a session.
+        bad = KazooClient(hosts=hosts, timeout=2, connection_retry={"max_tries": 2, "delay": 0.1}, **kwargs)
+        with pytest.raises(KazooTimeoutError):
+            bad.start(timeout=5)
+        bad.stop()
+        bad.close()
