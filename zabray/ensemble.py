@@ -464,9 +464,6 @@ class Ensemble:
 
         if self.info.get("config", {}).get("service", "zookeeper") != "zookeeper":
             raise ConfigError(f"ensemble {self.name!r} runs service: broadcast; start it with service='zookeeper'")
-        if self.info.get("config", {}).get("tls"):
-            raise ConfigError(f"ensemble {self.name!r} runs with tls: true, and ZooKeeper sessions cannot "
-                              "use TLS yet; start it with tls: false to use sessions")
 
         def refresh() -> dict[int, tuple[str, int]]:
             import ray
@@ -477,7 +474,7 @@ class Ensemble:
             return self._addresses()
 
         return Session(self.name, self._addresses(), timeout=timeout, refresh=refresh,
-                       connect_timeout=connect_timeout, replica=replica)
+                       connect_timeout=connect_timeout, replica=replica, ssl=client_tls(self.info.get("config", {})))
 
     def session_actor(self, timeout: float = 10.0) -> Any:
         """A session owned by its own Ray actor (``actors.session_actor.SessionActor``): call its methods

@@ -228,8 +228,10 @@ class _Shell:
 
     def __init__(self, ensemble: str, addresses: dict[int, tuple[str, int]], timeout_ms: int,
                  refresh: Callable[[], dict[int, tuple[str, int]]] | None,
-                 on_event: Callable[[list[Callback], WatchedEvent | None], None], prefer: int | None) -> None:
+                 on_event: Callable[[list[Callback], WatchedEvent | None], None], prefer: int | None,
+                 ssl: Any = None) -> None:
         self.ensemble = ensemble
+        self.ssl = ssl
         self.addresses = dict(addresses)
         self.refresh = refresh
         self.on_event = on_event
@@ -311,7 +313,7 @@ class _Shell:
         if addr is not None:
             try:
                 _, proto = await asyncio.wait_for(
-                    self.loop.create_connection(lambda: _Proto(self, conn), addr[0], addr[1]), budget)
+                    self.loop.create_connection(lambda: _Proto(self, conn), addr[0], addr[1], ssl=self.ssl), budget)
             except (OSError, asyncio.TimeoutError):
                 proto = None
         if proto is None:
@@ -390,7 +392,7 @@ class Session:
 
     def __init__(self, ensemble: str, addresses: dict[int, tuple[str, int]], *, timeout: float = 10.0,
                  refresh: Callable[[], dict[int, tuple[str, int]]] | None = None,
-                 connect_timeout: float = 30.0, replica: int | None = None) -> None:
+                 connect_timeout: float = 30.0, replica: int | None = None, ssl: Any = None) -> None:
         if not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
         self._lt = _loop_thread()
@@ -408,7 +410,7 @@ class Session:
             self._events.put((cbs, ev))
 
         async def make() -> tuple[_Shell, asyncio.Future[None]]:
-            shell = _Shell(ensemble, addresses, int(timeout * 1000), refresh, on_event, replica)
+            shell = _Shell(ensemble, addresses, int(timeout * 1000), refresh, on_event, replica, ssl)
             return shell, shell.start()
 
         self._shell, first = self._lt.run(make())

@@ -105,6 +105,8 @@ def test_kazoo_reads_and_writes_over_tls_and_plaintext_is_refused(start, tmp_pat
     try:
         zk.create("/tls", b"secret", ephemeral=True)
         assert zk.get("/tls")[0] == b"secret"
+        with ens.session(timeout=5) as own:  # zabray's own session, over TLS with the driver's certificate
+            assert own.get("/tls")[0] == b"secret"
     finally:
         zk.stop()
         zk.close()
