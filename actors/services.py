@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from zabray import clientproto as cp
@@ -99,8 +100,11 @@ class ZooKeeperService:
         self.svc = ZkService(replica, DataTree(), now_ms=now, id_salt=0,
                              min_timeout_ms=cfg.zk_min_session_timeout_ms, max_timeout_ms=cfg.zk_max_session_timeout_ms,
                              container_check_ms=cfg.zk_container_check_ms, super_digest=cfg.zk_super_digest or None)
-        if os.environ.get("ZABRAY_PLANT_STALE_READS") == "1":
+        plant = os.environ.get("ZABRAY_PLANT_STALE_READS")
+        if plant == "1":
             _plant_stale_reads(self.svc)
+        elif plant == "move":
+            _plant_resume_behind(self.svc)
         self.app = self.svc.tree
         self.stats = stats
         self._ids: dict[ServiceConn, int] = {}
@@ -199,3 +203,15 @@ def _plant_stale_reads(svc: ZkService) -> None:
         drain(st)
 
     svc._drain = stale_drain  # type: ignore[method-assign]
+
+
+def _plant_resume_behind(svc: ZkService) -> None:
+    """Test-only planted bug (tests/histories/test_planted_move.py): a replica accepts a moving
+    session even though its tree is older than what the session already saw, so the session's
+    next read can go back in time. The history checker must catch it."""
+    connect = svc._connect
+
+    def careless_connect(st: Any, xid: int, op: zm.Connect) -> None:
+        connect(st, xid, replace(op, last_zxid=min(op.last_zxid, svc.tree.last_zxid)))
+
+    svc._connect = careless_connect  # type: ignore[method-assign]

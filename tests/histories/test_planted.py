@@ -19,7 +19,7 @@ pytestmark = pytest.mark.ray
 
 @pytest.fixture(scope="module")
 def ray_env() -> Iterator[None]:
-    yield from ray_cluster(planted=True)
+    yield from ray_cluster(planted="1")
 
 
 def test_planted_stale_reads_are_caught(ray_env: None, tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ def verdicts(rows: list[dict[str, Any]]) -> tuple[dict[str, str], list[Any]]:
     return lin, check_sessions(rows)
 
 
-def ray_cluster(planted: bool) -> Iterator[None]:
+def ray_cluster(planted: str = "0") -> Iterator[None]:
     """A new local Ray cluster for one module; the planted bug's flag reaches its replicas only
     through this cluster's runtime_env, never another module's."""
     import ray
@@ -37,14 +37,14 @@ def ray_cluster(planted: bool) -> Iterator[None]:
         ray.shutdown()
     os.environ.pop("RAY_ADDRESS", None)
     ray.init(address="local", namespace="zabray", include_dashboard=False, log_to_driver=False, num_cpus=2,
-             runtime_env={"env_vars": {"ZABRAY_PLANT_STALE_READS": "1" if planted else "0"}})
+             runtime_env={"env_vars": {"ZABRAY_PLANT_STALE_READS": planted}})
     yield
     ray.shutdown()
 
 
 @pytest.fixture(scope="module")
 def ray_env() -> Iterator[None]:
-    yield from ray_cluster(planted=False)
+    yield from ray_cluster()
 
 
 def start_zk(tmp_path: Path) -> Ensemble:
