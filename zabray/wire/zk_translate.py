@@ -32,7 +32,9 @@ _UNIMPLEMENTED: dict[int, str] = {zp.OpCode.RECONFIG: "reconfig", zp.OpCode.SASL
 
 
 def acl_in(acl: tuple[zp.ACL, ...] | None) -> tuple[TreeACL, ...]:
-    return tuple((a.perms, a.id.scheme, a.id.id) for a in acl or ())
+    """A null scheme or id is the empty string: kazoo writes ``Id("auth", "")`` (the usual way
+    to name the "auth" scheme) with a null id, as Java's jute reads it."""
+    return tuple((a.perms, a.id.scheme or "", a.id.id or "") for a in acl or ())
 
 
 def acl_out(acl: tuple[TreeACL, ...]) -> tuple[zp.ACL, ...]:
