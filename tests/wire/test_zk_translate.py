@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from kazoo.protocol.serialization import Create
+from kazoo.protocol.serialization import Create, Reconfig
 from kazoo.security import ACL, Id
 
 from zabray.wire import zkproto as zp
@@ -21,3 +21,7 @@ def test_auth_scheme_with_kazoo_null_id_is_the_empty_id() -> None:
     op = to_op(_decode(3, Create("/a", b"", [ACL(31, Id("auth", ""))], 0)))
     assert isinstance(op, zm.Create) and op.acl == ((31, "auth", ""),)
 
+
+def test_reconfig_is_unimplemented_not_a_dropped_connection() -> None:
+    op = to_op(_decode(4, Reconfig(None, "3", None, -1)))
+    assert isinstance(op, zm.Unimplemented) and "reconfig" in op.what
