@@ -1,0 +1,168 @@
+"""Watches of every kind through kazoo on a real 3-replica ensemble, and ephemerals that go with
+their session: on close, and on expiry when the client dies without closing."""
+
+from __future__ import annotations
+
+import queue
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+import pytest
+from kazoo.protocol.states import EventType, WatchedEvent
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from tests.zkwire import raw
+from tests.zkwire.conftest import KazooFactory, wait_until
+from zabray.ensemble import Ensemble
+from zabray.wire import zkproto as zp
+
+pytestmark = pytest.mark.ray
+
+
+class Events:
+    """A kazoo watch callback that queues what it gets."""
+
+    def __init__(self) -> None:
+        self.q: queue.Queue[WatchedEvent] = queue.Queue()
+
+    def __call__(self, ev: WatchedEvent) -> None:
+        self.q.put(ev)
+
+    def next(self, timeout: float = 30) -> tuple[str, str]:
+        ev = self.q.get(timeout=timeout)
+        return ev.type, ev.path
+
+    def pending(self) -> int:
+        return self.q.qsize()
+
+
+def test_one_shot_data_child_and_exists_watches(zk: Ensemble, kazoo: KazooFactory) -> None:
+    c, other = kazoo(zk), kazoo(zk)
+    c.create("/w", b"0")
+    data, child, exist, fence = Events(), Events(), Events(), Events()
+    c.get("/w", watch=data)
+    c.get_children("/w", watch=child)
+    assert c.exists("/w/new", watch=exist) is None  # a watch on a missing node
+
+    other.set("/w", b"1")
+    assert data.next() == (EventType.CHANGED, "/w")
+    other.create("/w/new", b"")
+    assert child.next() == (EventType.CHILD, "/w")
+    assert exist.next() == (EventType.CREATED, "/w/new")
+
+    # One-shot: further changes fire nothing. A fresh watch fired after them proves any event
+    # they caused would already have arrived (a connection's events come in order).
+    other.set("/w", b"2")
+    other.create("/w/more", b"")
+    other.set("/w/new", b"x")
+    c.exists("/w/fence", watch=fence)
+    other.create("/w/fence")
+    assert fence.next() == (EventType.CREATED, "/w/fence")
+    assert data.pending() == child.pending() == exist.pending() == 0
+
+
+def test_data_and_child_watch_both_fire_on_delete(zk: Ensemble, kazoo: KazooFactory) -> None:
+    c, other = kazoo(zk), kazoo(zk)
+    c.create("/gone", b"")
+    data, child = Events(), Events()
+    c.get("/gone", watch=data)
+    c.get_children("/gone", watch=child)
+    other.delete("/gone")
+    assert data.next() == (EventType.DELETED, "/gone")
+    assert child.next() == (EventType.DELETED, "/gone")
+
+
+def test_persistent_and_recursive_watches(zk: Ensemble, kazoo: KazooFactory) -> None:
+    c, other = kazoo(zk), kazoo(zk)
+    c.create("/pw/a", b"", makepath=True)
+    c.create("/rw/a", b"", makepath=True)
+    log = raw.EventLog(c)
+    raw.call(c, zp.OpCode.ADD_WATCH, zp.PathTypeRequest("/pw", zp.AddWatchMode.PERSISTENT))
+    raw.call(c, zp.OpCode.ADD_WATCH, zp.PathTypeRequest("/rw", zp.AddWatchMode.PERSISTENT_RECURSIVE))
+
+    other.set("/pw", b"1")
+    other.set("/pw", b"2")  # persistent: fires again
+    other.create("/pw/b")
+    other.set("/pw/a", b"x")  # a child's data: not the persistent watch's business
+    other.create("/pw/a/deep")  # a grandchild: neither
+    other.create("/rw/a/deep")
+    other.set("/rw/a/deep", b"x")
+    other.delete("/rw/a/deep")
+    other.set("/rw", b"r")
+    got = log.wait_for(7)
+    assert got == [("NODE_DATA_CHANGED", "/pw"), ("NODE_DATA_CHANGED", "/pw"), ("NODE_CHILDREN_CHANGED", "/pw"),
+                   ("NODE_CREATED", "/rw/a/deep"), ("NODE_DATA_CHANGED", "/rw/a/deep"),
+                   ("NODE_DELETED", "/rw/a/deep"), ("NODE_DATA_CHANGED", "/rw")]
+
+    # checkWatches / removeWatches (type ANY = 3): removed, nothing more fires.
+    raw.call(c, zp.OpCode.CHECK_WATCHES, zp.PathTypeRequest("/pw", 3))
+    raw.call(c, zp.OpCode.REMOVE_WATCHES, zp.PathTypeRequest("/pw", 3))
+    from kazoo.exceptions import NoWatcherError
+    with pytest.raises(NoWatcherError):
+        raw.call(c, zp.OpCode.CHECK_WATCHES, zp.PathTypeRequest("/pw", 3))
+    other.set("/pw", b"3")
+    other.set("/rw/a", b"fence")
+    assert log.wait_for(8)[7:] == [("NODE_DATA_CHANGED", "/rw/a")]
+
+
+def test_datawatch_and_childrenwatch_recipes(zk: Ensemble, kazoo: KazooFactory) -> None:
+    c, other = kazoo(zk), kazoo(zk)
+    c.create("/rcp", b"v0")
+    datas: queue.Queue[Any] = queue.Queue()
+    kids: queue.Queue[list[str]] = queue.Queue()
+    DataWatch(c, "/rcp", lambda data, stat: datas.put((data, stat.version if stat else None)))
+    ChildrenWatch(c, "/rcp", lambda children: kids.put(sorted(children)))
+    assert datas.get(timeout=30) == (b"v0", 0) and kids.get(timeout=30) == []
+    other.set("/rcp", b"v1")
+    assert datas.get(timeout=30) == (b"v1", 1)
+    other.create("/rcp/x")
+    assert kids.get(timeout=30) == ["x"]
+    other.create("/rcp/y")
+    assert kids.get(timeout=30) == ["x", "y"]
+    other.delete("/rcp", recursive=True)
+    assert datas.get(timeout=30) == (None, None)
+
+
+def test_ephemerals_go_with_a_closed_session(zk: Ensemble, kazoo: KazooFactory) -> None:
+    owner, watcher = kazoo(zk), kazoo(zk)
+    watcher.ensure_path("/eph")
+    owner.create("/eph/mine", b"", ephemeral=True)
+    seq = owner.create("/eph/s-", b"", ephemeral=True, sequence=True)
+    gone = Events()
+    assert watcher.exists("/eph/mine", watch=gone) is not None
+    owner.stop()
+    assert gone.next() == (EventType.DELETED, "/eph/mine")
+    assert watcher.get_children("/eph") == [] and watcher.exists(seq) is None
+
+
+_DIES_WITHOUT_CLOSING = textwrap.dedent("""
+    import sys
+    from kazoo.client import KazooClient
+    c = KazooClient(hosts=sys.argv[1], timeout=1.0)
+    c.start(timeout=60)
+    c.create("/exp/owned", b"", ephemeral=True, makepath=True)
+    print(hex(c.client_id[0]), c._session_timeout, flush=True)
+    sys.stdin.read()  # until the test kills this process: no close, no more pings
+""")
+
+
+def test_ephemerals_go_when_a_dead_clients_session_expires(zk: Ensemble, kazoo: KazooFactory) -> None:
+    watcher = kazoo(zk)
+    proc = subprocess.Popen([sys.executable, "-c", _DIES_WITHOUT_CLOSING, zk.connect_string()],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert line, "the kazoo client process did not start its session"
+        session, timeout_ms = line.split()
+        assert int(timeout_ms) == 1000  # negotiated within [zk_min_session_timeout_ms, max]
+        st = watcher.exists("/exp/owned")
+        assert st is not None and hex(st.ephemeralOwner) == session
+        gone = Events()
+        watcher.exists("/exp/owned", watch=gone)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert gone.next(timeout=60) == (EventType.DELETED, "/exp/owned")
+    wait_until(lambda: watcher.exists("/exp/owned") is None, what="the expired session's ephemeral to go")
