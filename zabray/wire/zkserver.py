@@ -137,7 +137,18 @@ class ZkServerConn:
         return zp.encode_record(zp.ConnectResponse(0, 0, 0, bytes(PASSWORD_LEN), self.read_only))
 
     def encode(self, action: zm.ServiceAction) -> tuple[bytes, bool]:
-        """The bytes that carry ``action`` to the client, and whether to close after them."""
+        """The bytes that carry ``action`` to the client, and whether to close after them.
+
+        Once a reply closes the connection nothing more is encoded for it: a client matches
+        replies to its requests in order, so a later reply sent after a dropped one (a refused
+        write, an uncertain outcome) would be taken for the wrong request."""
+        if self.closed:
+            return b"", True
+        data, close = self._encode(action)
+        self.closed = close
+        return data, close
+
+    def _encode(self, action: zm.ServiceAction) -> tuple[bytes, bool]:
         match action:
             case zm.Reply(_, rid, zxid, error, value):
                 return self._reply(rid, zxid, error, value)
