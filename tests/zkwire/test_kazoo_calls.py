@@ -5,9 +5,12 @@ errors as kazoo's exceptions, ACLs and digest auth."""
 from __future__ import annotations
 
 import pytest
+from kazoo.client import KazooClient
 from kazoo.exceptions import (
+    AuthFailedError,
     BadArgumentsError,
     BadVersionError,
+    ConnectionLoss,
     NoAuthError,
     NodeExistsError,
     NoNodeError,
@@ -209,3 +212,36 @@ def test_ttl_node_expires(zk: Ensemble, kazoo: KazooFactory) -> None:
     c = kazoo(zk)
     raw.create(c, "/ttl-short", zp.CreateMode.PERSISTENT_WITH_TTL, ttl=300)
     wait_until(lambda: c.exists("/ttl-short") is None, what="the TTL znode to expire")
+
+
+def test_sessions_passwords_and_bad_auth(zk: Ensemble, kazoo: KazooFactory) -> None:
+    c = kazoo(zk)
+    eph = c.create("/pw-owned", b"", ephemeral=True)
+    sid, password = c.client_id
+    assert len(password) == 16
+    # A resume with the wrong password is told its session expired; kazoo starts a new one.
+    wrong = kazoo(zk, client_id=(sid, bytes(16)))
+    assert wrong.client_id[0] != sid
+    assert wrong.exists(eph).ephemeralOwner == sid and c.exists(eph) is not None
+
+    # An unknown auth scheme: AUTH_FAILED, that connection only.
+    bad = kazoo(zk)
+    with pytest.raises(AuthFailedError):
+        bad.add_auth("nonsense", "x")
+    assert c.get("/")[1].numChildren >= 1
+    assert "zookeeper" in c.get_children("/")
+
+
+def test_four_letter_words_and_frame_limits(zk: Ensemble, kazoo: KazooFactory) -> None:
+    c: KazooClient = kazoo(zk)
+    assert c.command(b"ruok") == "imok"
+    assert "Mode:" in c.command(b"srvr")
+    # ZooKeeper's default jute.maxbuffer: a 1,000,000-byte value fits, a larger frame drops
+    # that connection only (kazoo sees ConnectionLoss and resumes the same session).
+    session = c.client_id
+    c.create("/big", b"x" * 1_000_000)
+    assert len(c.get("/big")[0]) == 1_000_000
+    with pytest.raises(ConnectionLoss):
+        c.set("/big", b"y" * 1_100_000)
+    wait_until(lambda: c.connected, what="kazoo to reconnect")
+    assert c.client_id == session and c.get("/big")[0][:1] == b"x"

@@ -96,6 +96,18 @@ def test_persistent_and_recursive_watches(zk: Ensemble, kazoo: KazooFactory) -> 
                    ("NODE_CREATED", "/rw/a/deep"), ("NODE_DATA_CHANGED", "/rw/a/deep"),
                    ("NODE_DELETED", "/rw/a/deep"), ("NODE_DATA_CHANGED", "/rw")]
 
+    # The watched node itself goes and comes back: the persistent watch stays. A one-shot data
+    # watch on the same path is fired by the same event, sent once.
+    other.delete("/pw/b")
+    other.delete("/pw", recursive=True)
+    other.create("/pw")
+    one_shot: queue.Queue[WatchedEvent] = queue.Queue()
+    c.get("/pw", watch=one_shot.put)
+    other.set("/pw", b"both")
+    assert log.wait_for(12)[7:] == [("NODE_CHILDREN_CHANGED", "/pw"), ("NODE_CHILDREN_CHANGED", "/pw"),
+                                    ("NODE_DELETED", "/pw"), ("NODE_CREATED", "/pw"), ("NODE_DATA_CHANGED", "/pw")]
+    assert one_shot.get(timeout=30).type == EventType.CHANGED
+
     # checkWatches / removeWatches (type ANY = 3): removed, nothing more fires.
     raw.call(c, zp.OpCode.CHECK_WATCHES, zp.PathTypeRequest("/pw", 3))
     raw.call(c, zp.OpCode.REMOVE_WATCHES, zp.PathTypeRequest("/pw", 3))
@@ -104,7 +116,7 @@ def test_persistent_and_recursive_watches(zk: Ensemble, kazoo: KazooFactory) -> 
         raw.call(c, zp.OpCode.CHECK_WATCHES, zp.PathTypeRequest("/pw", 3))
     other.set("/pw", b"3")
     other.set("/rw/a", b"fence")
-    assert log.wait_for(8)[7:] == [("NODE_DATA_CHANGED", "/rw/a")]
+    assert log.wait_for(13)[12:] == [("NODE_DATA_CHANGED", "/rw/a")]
 
 
 def test_datawatch_and_childrenwatch_recipes(zk: Ensemble, kazoo: KazooFactory) -> None:
