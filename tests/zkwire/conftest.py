@@ -31,11 +31,12 @@ def _name() -> str:
 
 
 @pytest.fixture(scope="module")
-def zk(ray_local: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ensemble]:
-    """One 3-replica ZooKeeper ensemble shared by a module's non-destructive tests."""
+def zk(ray_local: None, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Ensemble]:
+    """One 3-replica ZooKeeper ensemble shared by a module's non-destructive tests, with the
+    module's ``OBSERVERS`` observers (default none)."""
     tmp = tmp_path_factory.mktemp("kz")
-    ens = Ensemble.start(3, name=_name(), data_dir=str(tmp / "data"), run_dir=str(tmp / "run"),
-                         service="zookeeper", trace=False, **ZK_OVERRIDES)
+    ens = Ensemble.start(3, getattr(request.module, "OBSERVERS", 0), name=_name(), data_dir=str(tmp / "data"),
+                         run_dir=str(tmp / "run"), service="zookeeper", trace=False, **ZK_OVERRIDES)
     ens.wait_for_leader()
     yield ens
     ens.stop()

@@ -122,6 +122,7 @@ def test_transactions(zk: Ensemble, kazoo: KazooFactory) -> None:
     assert res[0] == "/tx/a" and res[1].startswith("/tx/s-") and res[2].version == 1 and res[3] is True
     assert res[4] is True
     assert c.get_children("/tx") == [res[1][4:]]
+    res_ok = res
 
     # Fails half-way: nothing applied, each op's own result.
     t = c.transaction()
@@ -133,6 +134,12 @@ def test_transactions(zk: Ensemble, kazoo: KazooFactory) -> None:
     assert isinstance(res[1], BadVersionError)
     assert type(res[2]).__name__ == "RuntimeInconsistency"
     assert c.exists("/tx/b") is None and c.get("/tx")[0] == b"top"
+    # A failed multi changed nothing, not even the parent's cversion that names sequential nodes.
+    t = c.transaction()
+    t.create("/tx/s-", b"", sequence=True)
+    t.check("/tx", 99)
+    assert isinstance(t.commit()[1], BadVersionError)
+    assert c.create("/tx/s-", b"", sequence=True) == f"/tx/s-{int(res_ok[1][-10:]) + 1:010d}"  # creations name them
 
     # multiRead: per-op results, a missing node its own error.
     mr = raw.call(c, zp.OpCode.MULTI_READ, zp.MultiRequest(((zp.OpCode.GET_DATA, zp.PathWatchRequest("/tx", False)),

@@ -19,6 +19,7 @@ from zabray.ensemble import Ensemble
 from zabray.wire import zkproto as zp
 
 pytestmark = pytest.mark.ray
+OBSERVERS = 1  # the shared ensemble: 3 voters and an observer
 
 
 class Events:
@@ -155,7 +156,7 @@ _DIES_WITHOUT_CLOSING = textwrap.dedent("""
     c = KazooClient(hosts=sys.argv[1], timeout=1.0)
     c.start(timeout=60)
     c.create("/exp/owned", b"", ephemeral=True, makepath=True)
-    print(hex(c.client_id[0]), c._session_timeout, flush=True)
+    print(hex(c.client_id[0]), c._session_timeout, c.client_id[1].hex(), flush=True)
     sys.stdin.read()  # until the test kills this process: no close, no more pings
 """)
 
@@ -167,7 +168,7 @@ def test_ephemerals_go_when_a_dead_clients_session_expires(zk: Ensemble, kazoo: 
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         assert line, "the kazoo client process did not start its session"
-        session, timeout_ms = line.split()
+        session, timeout_ms, password = line.split()
         assert int(timeout_ms) == 1000  # negotiated within [zk_min_session_timeout_ms, max]
         st = watcher.exists("/exp/owned")
         assert st is not None and hex(st.ephemeralOwner) == session
@@ -178,3 +179,21 @@ def test_ephemerals_go_when_a_dead_clients_session_expires(zk: Ensemble, kazoo: 
         proc.wait()
     assert gone.next(timeout=60) == (EventType.DELETED, "/exp/owned")
     wait_until(lambda: watcher.exists("/exp/owned") is None, what="the expired session's ephemeral to go")
+    # Resuming the expired session (right password): told it expired, kazoo makes a new one.
+    late = kazoo(zk, client_id=(int(session, 16), bytes.fromhex(password)))
+    assert late.client_id[0] != int(session, 16)
+
+
+def test_kazoo_on_an_observer(zk: Ensemble, kazoo: KazooFactory) -> None:
+    obs = next(s for s in zk.status() if s.observer)
+    assert obs.zk_client is not None
+    c = kazoo(zk, hosts=f"{obs.zk_client[0]}:{obs.zk_client[1]}")
+    other = kazoo(zk)
+    st = c.create("/obs", b"o", ephemeral=True, include_data=True)[1]
+    assert st.ephemeralOwner == c.client_id[0]
+    changed = Events()
+    c.get("/obs", watch=changed)
+    other.set("/obs", b"p")
+    assert changed.next() == (EventType.CHANGED, "/obs")
+    assert c.get("/obs")[0] == b"p"
+    assert "Mode: observer" in c.command(b"srvr")
