@@ -11,7 +11,9 @@ from kazoo.exceptions import (
     BadArgumentsError,
     BadVersionError,
     ConnectionLoss,
+    InvalidACLError,
     NoAuthError,
+    NoChildrenForEphemeralsError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -46,8 +48,12 @@ def test_create_every_mode_and_read_back(zk: Ensemble, kazoo: KazooFactory) -> N
 
     eph, est = c.create("/c/eph", ephemeral=True, include_data=True)
     assert est.ephemeralOwner == c.client_id[0]
-    with pytest.raises(Exception):  # noqa: B017  ephemerals cannot have children
+    with pytest.raises(NoChildrenForEphemeralsError):
         c.create("/c/eph/kid")
+    with pytest.raises(InvalidACLError):
+        c.create("/c/bad-acl", acl=[ACL(31, Id("digest", "no-colon"))])
+    with pytest.raises(InvalidACLError):  # (kazoo's create turns an empty ACL into its default)
+        c.set_acls("/c", [])
 
     seqs = [c.create("/c/s-", sequence=True) for _ in range(3)]
     eseq = c.create("/c/e-", ephemeral=True, sequence=True)
