@@ -258,3 +258,25 @@ def test_four_letter_words_and_frame_limits(zk: Ensemble, kazoo: KazooFactory) -
         c.set("/big", b"y" * 1_100_000)
     wait_until(lambda: c.connected, what="kazoo to reconnect")
     assert c.client_id == session and c.get("/big")[0][:1] == b"x"
+
+
+def test_pipelined_requests_answer_in_order_and_reads_see_earlier_writes(zk: Ensemble, kazoo: KazooFactory) -> None:
+    # Hundreds of requests in flight on one connection: each read must see every write issued
+    # before it on the same session (ZooKeeper's FIFO client order), replies in issue order.
+    c = kazoo(zk)
+    c.create("/pipe", b"")
+    pending = []
+    for i in range(150):
+        pending.append(("create", i, c.create_async(f"/pipe/n{i}", str(i).encode())))
+        pending.append(("set", i, c.set_async("/pipe", str(i).encode())))
+        pending.append(("get", i, c.get_async("/pipe")))
+        pending.append(("exists", i, c.exists_async(f"/pipe/n{i}")))
+        pending.append(("children", i, c.get_children_async("/pipe")))
+    for kind, i, res in pending:
+        value = res.get(timeout=60)
+        if kind == "get":
+            assert value[0] == str(i).encode() and value[1].version == i + 1
+        elif kind == "exists":
+            assert value is not None and value.dataLength == len(str(i))
+        elif kind == "children":
+            assert len(value) == i + 1
