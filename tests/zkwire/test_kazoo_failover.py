@@ -5,12 +5,14 @@ is swept by the new leader. Destructive: its own ensemble."""
 
 from __future__ import annotations
 
+import logging
 import queue
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss
 from kazoo.protocol.states import EventType, WatchedEvent
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
@@ -20,6 +22,7 @@ from zabray.ensemble import Ensemble
 from zabray.wire import zkproto as zp
 
 pytestmark = pytest.mark.ray
+log = logging.getLogger(__name__)
 
 
 def replica_of(ens: Ensemble, c: KazooClient) -> int | None:
@@ -89,8 +92,29 @@ def test_session_survives_kill_of_its_replica_and_of_the_leader(
     c.create("/box/only")
     later: queue.Queue[WatchedEvent] = queue.Queue()
     c.exists("/later", watch=later.put)
+    # A flood of creates in flight when the leader dies: each either acknowledged (and kept) or
+    # failed with ConnectionLoss; of the ones lost with the connection, those that took effect
+    # are the earliest (a session's writes apply in order, none after one that did not).
+    c.create("/flood")
+    flood = [c.create_async(f"/flood/n{i:04d}") for i in range(300)]
     ens.kill(leader)
     moved_away_from(leader)
+    outcome = []
+    for r in flood:
+        try:
+            r.get(timeout=60)
+            outcome.append("ok")
+        except ConnectionLoss:
+            outcome.append("lost")
+    kept = set(writer.get_children("/flood"))
+    log.info("flood across the leader kill: %d acknowledged, %d lost, %d kept", outcome.count("ok"),
+             outcome.count("lost"), len(kept))
+    assert all(f"n{i:04d}" in kept for i, o in enumerate(outcome) if o == "ok")
+    lost = [i for i, o in enumerate(outcome) if o == "lost"]
+    if lost:
+        assert lost == list(range(lost[0], lost[-1] + 1)), "the lost requests were those in flight, in a row"
+        took = [f"n{i:04d}" in kept for i in lost]
+        assert took == sorted(took, reverse=True), f"a later write took effect without an earlier one: {took}"
     assert later.get(timeout=60).type == EventType.NONE  # kazoo's word for "connection lost"
     new_leader = ens.wait_for_leader(timeout=120)
     assert new_leader != leader
