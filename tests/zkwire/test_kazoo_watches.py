@@ -7,6 +7,7 @@ import queue
 import subprocess
 import sys
 import textwrap
+import time
 from typing import Any
 
 import pytest
@@ -153,7 +154,7 @@ def test_ephemerals_go_with_a_closed_session(zk: Ensemble, kazoo: KazooFactory) 
 _DIES_WITHOUT_CLOSING = textwrap.dedent("""
     import sys
     from kazoo.client import KazooClient
-    c = KazooClient(hosts=sys.argv[1], timeout=1.0)
+    c = KazooClient(hosts=sys.argv[1], timeout=3.0)
     c.start(timeout=60)
     c.create("/exp/owned", b"", ephemeral=True, makepath=True)
     print(hex(c.client_id[0]), c._session_timeout, c.client_id[1].hex(), flush=True)
@@ -169,7 +170,7 @@ def test_ephemerals_go_when_a_dead_clients_session_expires(zk: Ensemble, kazoo: 
         line = proc.stdout.readline() if proc.stdout else ""
         assert line, "the kazoo client process did not start its session"
         session, timeout_ms, password = line.split()
-        assert int(timeout_ms) == 1000  # negotiated within [zk_min_session_timeout_ms, max]
+        assert int(timeout_ms) == 3000  # negotiated within [zk_min_session_timeout_ms, max]
         st = watcher.exists("/exp/owned")
         assert st is not None and hex(st.ephemeralOwner) == session
         gone = Events()
@@ -197,3 +198,23 @@ def test_kazoo_on_an_observer(zk: Ensemble, kazoo: KazooFactory) -> None:
     assert changed.next() == (EventType.CHANGED, "/obs")
     assert c.get("/obs")[0] == b"p"
     assert "Mode: observer" in c.command(b"srvr")
+
+
+def test_a_short_idle_session_on_a_follower_stays_alive(zk: Ensemble, kazoo: KazooFactory) -> None:
+    # Its pings reach a follower only; the follower must tell the leader, or the leader expires it.
+    leader = zk.wait_for_leader()
+    follower = next(s for s in zk.status() if s.sid != leader and not s.observer)
+    assert follower.zk_client is not None
+    states: list[str] = []
+    idle = kazoo(zk, timeout=2.0, hosts=f"{follower.zk_client[0]}:{follower.zk_client[1]}")
+    idle.add_listener(states.append)
+    session = idle.client_id
+    eph = idle.create("/idle", b"", ephemeral=True)
+    busy = kazoo(zk)
+    until = time.monotonic() + 3 * idle._session_timeout / 1000
+    i = 0
+    while time.monotonic() < until:  # three session timeouts of other work, the idle one only pinging
+        i += 1
+        busy.set("/", str(i).encode())
+    assert "LOST" not in states and idle.client_id == session
+    assert busy.exists(eph) is not None
