@@ -21,6 +21,7 @@ from kazoo.exceptions import (
 )
 from kazoo.security import ACL, Id, make_digest_acl, make_digest_acl_credential
 
+from tests.wire.rawclient import RawClient
 from tests.zkwire import raw
 from tests.zkwire.conftest import KazooFactory, wait_until
 from zabray.ensemble import Ensemble
@@ -243,6 +244,17 @@ def test_sessions_passwords_and_bad_auth(zk: Ensemble, kazoo: KazooFactory) -> N
         bad.add_auth("nonsense", "x")
     assert c.get("/")[1].numChildren >= 1
     assert "zookeeper" in c.get_children("/")
+
+
+def test_session_timeout_is_clamped_to_the_configured_range(zk: Ensemble) -> None:
+    # kazoo keeps the timeout it asked for, so read the negotiated one off a bare handshake.
+    port = next(s.zk_client for s in zk.status() if s.zk_client)[1]
+    for asked, negotiated in ((200, 1000), (5000, 5000), (600_000, 60000)):  # zk_min/max_session_timeout_ms
+        raw_client = RawClient(port, timeout_ms=asked)
+        try:
+            assert raw_client.session.timeOut == negotiated
+        finally:
+            raw_client.close()
 
 
 def test_four_letter_words_and_frame_limits(zk: Ensemble, kazoo: KazooFactory) -> None:

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionLoss
+from kazoo.exceptions import ConnectionLoss, NoAuthError
 from kazoo.protocol.states import EventType, WatchedEvent
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.security import make_digest_acl
 
 from tests.zkwire import raw
 from tests.zkwire.conftest import ZK_OVERRIDES, KazooFactory, wait_until
@@ -48,10 +49,12 @@ def test_session_survives_kill_of_its_replica_and_of_the_leader(
     leader = ens.wait_for_leader()
     f, other = [s.sid for s in ens.status() if s.sid != leader]
     # Tried in this order: the follower f first, then the leader.
-    c = kazoo(ens, timeout=30.0, hosts=hosts_in_order(ens, [f, leader, other]), randomize_hosts=False)
+    c = kazoo(ens, timeout=30.0, hosts=hosts_in_order(ens, [f, leader, other]), randomize_hosts=False,
+              auth_data=[("digest", "ops:pw")])
     writer = kazoo(ens, timeout=30.0, hosts=hosts_in_order(ens, [other]))
     wait_until(lambda: replica_of(ens, c) == f, what=f"the client on replica {f}")
     session = c.client_id
+    c.create("/guarded", b"", acl=[make_digest_acl("ops", "pw", all=True)])
     c.create("/p", b"0")
     eph = c.create("/p/e-", b"", ephemeral=True, sequence=True)
     # kazoo 2.11 sends no SetWatches: on a lost connection it fires its one-shot watches with
@@ -82,6 +85,9 @@ def test_session_survives_kill_of_its_replica_and_of_the_leader(
     assert c.exists(eph) is not None
     writer.set("/p", b"1")
     seen(datas, b"1")
+    c.set("/guarded", b"1")  # kazoo sent its digest auth again to its new replica
+    with pytest.raises(NoAuthError):
+        writer.set("/guarded", b"x")
 
     # 2. f is back; the leader, which the client is on now, dies.
     ens.restart(f)
@@ -125,6 +131,7 @@ def test_session_survives_kill_of_its_replica_and_of_the_leader(
     writer.set("/p", b"2")
     writer.create("/p/k")
     seen(datas, b"2")
+    c.set("/guarded", b"2")
     seen(kids, sorted([eph[3:], "k"]))
     ev = later.get(timeout=60)
     assert (ev.type, ev.path) == (EventType.CREATED, "/later")
