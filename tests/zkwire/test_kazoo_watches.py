@@ -258,3 +258,26 @@ def test_treecache_mirrors_a_changing_tree(zk: Ensemble, kazoo: KazooFactory) ->
         assert not faults
     finally:
         cache.close()
+
+
+def test_set_watches_fires_what_the_client_missed(zk: Ensemble, kazoo: KazooFactory) -> None:
+    # What a moving ZooKeeper client sends after reconnecting (kazoo 2.11 never does: sent raw).
+    c, other = kazoo(zk), kazoo(zk)
+    for p in ("/sw/data", "/sw/gone", "/sw/kids", "/sw/quiet"):
+        c.create(p, b"", makepath=True)
+    seen = c.last_zxid
+    other.set("/sw/data", b"x")
+    other.delete("/sw/gone")
+    other.create("/sw/born")
+    other.create("/sw/kids/k")
+    log = raw.EventLog(c)
+    raw.call(c, zp.OpCode.SET_WATCHES, zp.SetWatches(
+        seen, ("/sw/data", "/sw/gone", "/sw/quiet"), ("/sw/born", "/sw/unborn"), ("/sw/kids", "/sw/quiet")))
+    assert sorted(log.wait_for(4)) == [("NODE_CHILDREN_CHANGED", "/sw/kids"), ("NODE_CREATED", "/sw/born"),
+                                       ("NODE_DATA_CHANGED", "/sw/data"), ("NODE_DELETED", "/sw/gone")]
+    # The watches on what did not change were set, and fire later, once.
+    other.create("/sw/quiet/k")
+    other.create("/sw/unborn")
+    other.set("/sw/quiet", b"q")
+    assert sorted(log.wait_for(7)[4:]) == [("NODE_CHILDREN_CHANGED", "/sw/quiet"), ("NODE_CREATED", "/sw/unborn"),
+                                           ("NODE_DATA_CHANGED", "/sw/quiet")]
