@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
+import textwrap
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -66,4 +69,44 @@ def kazoo() -> Iterator[KazooFactory]:
             pass
 
 
-__all__ = ["KazooFactory", "wait_until"]
+_DIES_WITHOUT_CLOSING = textwrap.dedent("""
+    import sys
+    from kazoo.client import KazooClient
+    c = KazooClient(hosts=sys.argv[1], timeout=float(sys.argv[3]))
+    c.start(timeout=60)
+    c.create(sys.argv[2], b"", ephemeral=True, makepath=True)
+    print(c.client_id[0], c.client_id[1].hex(), flush=True)
+    sys.stdin.read()  # until the test kills this process: no close, no more pings
+""")
+
+
+class DyingClient:
+    """A kazoo client in a process of its own that owns the ephemeral ``path``; leaving the
+    ``with`` block kills the process (SIGKILL, by its pid): its session is never closed and
+    stops pinging, so only the leader's expiry can end it. ``timeout`` (s) is its session
+    timeout: long enough that a loaded machine does not expire it while it lives."""
+
+    def __init__(self, hosts: str, path: str, timeout: float = 3.0) -> None:
+        self.args = [sys.executable, "-c", _DIES_WITHOUT_CLOSING, hosts, path, str(timeout)]
+        self.session = 0
+        self.password = b""
+
+    def __enter__(self) -> DyingClient:
+        self.proc = subprocess.Popen(self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        if not line:
+            self.kill()
+            raise AssertionError("the kazoo client process did not start its session")
+        session, password = line.split()
+        self.session, self.password = int(session), bytes.fromhex(password)
+        return self
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+
+__all__ = ["DyingClient", "KazooFactory", "wait_until"]

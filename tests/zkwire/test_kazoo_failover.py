@@ -18,7 +18,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.security import make_digest_acl
 
 from tests.zkwire import raw
-from tests.zkwire.conftest import ZK_OVERRIDES, KazooFactory, wait_until
+from tests.zkwire.conftest import ZK_OVERRIDES, DyingClient, KazooFactory, wait_until
 from zabray.ensemble import Ensemble
 from zabray.wire import zkproto as zp
 
@@ -72,11 +72,15 @@ def test_session_survives_kill_of_its_replica_and_of_the_leader(
     seen(kids, [eph[3:]])
 
     def moved_away_from(sid: int) -> int:
-        wait_until(lambda: replica_of(ens, c) not in (None, sid), timeout=120,
-                   what=f"the kazoo client to move off replica {sid}")
-        r = replica_of(ens, c)
-        assert r is not None
-        return r
+        on: list[int | None] = [None]
+
+        def moved() -> bool:
+            on[0] = replica_of(ens, c)  # (it may hop again while an election settles)
+            return on[0] not in (None, sid)
+
+        wait_until(moved, timeout=120, what=f"the kazoo client to move off replica {sid}")
+        assert on[0] is not None
+        return on[0]
 
     # 1. The client's own replica (a follower) dies.
     ens.kill(f)
@@ -102,6 +106,10 @@ def test_session_survives_kill_of_its_replica_and_of_the_leader(
     # failed with ConnectionLoss; of the ones lost with the connection, those that took effect
     # are the earliest (a session's writes apply in order, none after one that did not).
     c.create("/flood")
+    # And a client that dies just before the leader: the new leader must expire its session.
+    with DyingClient(hosts_in_order(ens, [f, other]), "/orphan") as dying:
+        writer.sync("/orphan")  # another client's write: sync before reading it elsewhere
+        assert writer.exists("/orphan").ephemeralOwner == dying.session
     flood = [c.create_async(f"/flood/n{i:04d}") for i in range(300)]
     ens.kill(leader)
     moved_away_from(leader)
@@ -135,6 +143,9 @@ def test_session_survives_kill_of_its_replica_and_of_the_leader(
     seen(kids, sorted([eph[3:], "k"]))
     ev = later.get(timeout=60)
     assert (ev.type, ev.path) == (EventType.CREATED, "/later")
+
+    wait_until(lambda: writer.exists("/orphan") is None, timeout=60,
+               what="the new leader to expire the dead client's session")
 
     # The new leader sweeps a container emptied after it took over.
     c.delete("/box/only")

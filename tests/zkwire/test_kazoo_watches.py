@@ -4,9 +4,6 @@ their session: on close, and on expiry when the client dies without closing."""
 from __future__ import annotations
 
 import queue
-import subprocess
-import sys
-import textwrap
 import time
 from typing import Any
 
@@ -16,7 +13,7 @@ from kazoo.recipe.cache import TreeCache
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from tests.zkwire import raw
-from tests.zkwire.conftest import KazooFactory, wait_until
+from tests.zkwire.conftest import DyingClient, KazooFactory, wait_until
 from zabray.ensemble import Ensemble
 from zabray.wire import zkproto as zp
 
@@ -152,37 +149,19 @@ def test_ephemerals_go_with_a_closed_session(zk: Ensemble, kazoo: KazooFactory) 
     assert watcher.get_children("/eph") == [] and watcher.exists(seq) is None
 
 
-_DIES_WITHOUT_CLOSING = textwrap.dedent("""
-    import sys
-    from kazoo.client import KazooClient
-    c = KazooClient(hosts=sys.argv[1], timeout=3.0)
-    c.start(timeout=60)
-    c.create("/exp/owned", b"", ephemeral=True, makepath=True)
-    print(hex(c.client_id[0]), c.client_id[1].hex(), flush=True)
-    sys.stdin.read()  # until the test kills this process: no close, no more pings
-""")
-
-
 def test_ephemerals_go_when_a_dead_clients_session_expires(zk: Ensemble, kazoo: KazooFactory) -> None:
     watcher = kazoo(zk)
-    proc = subprocess.Popen([sys.executable, "-c", _DIES_WITHOUT_CLOSING, zk.connect_string()],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline() if proc.stdout else ""
-        assert line, "the kazoo client process did not start its session"
-        session, password = line.split()
+    with DyingClient(zk.connect_string(), "/exp/owned") as dying:
+        watcher.sync("/exp/owned")  # another client's write: sync before reading it elsewhere
         st = watcher.exists("/exp/owned")
-        assert st is not None and hex(st.ephemeralOwner) == session
+        assert st is not None and st.ephemeralOwner == dying.session
         gone = Events()
         watcher.exists("/exp/owned", watch=gone)
-    finally:
-        proc.kill()
-        proc.wait()
     assert gone.next(timeout=60) == (EventType.DELETED, "/exp/owned")
     wait_until(lambda: watcher.exists("/exp/owned") is None, what="the expired session's ephemeral to go")
     # Resuming the expired session (right password): told it expired, kazoo makes a new one.
-    late = kazoo(zk, client_id=(int(session, 16), bytes.fromhex(password)))
-    assert late.client_id[0] != int(session, 16)
+    late = kazoo(zk, client_id=(dying.session, dying.password))
+    assert late.client_id[0] != dying.session
 
 
 def test_kazoo_on_an_observer(zk: Ensemble, kazoo: KazooFactory) -> None:
