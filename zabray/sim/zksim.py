@@ -139,11 +139,28 @@ class ZkSimulation(Simulation):
                 for e in self._svc_in:
                     out += svc.step(e)
                 out += svc.step(zm.StepEnd())
+                if r.node is not None:
+                    out += self._role_after_step(sid, svc, r.node)
                 self._service_actions(sid, out)
                 if r.node is not None:
                     self.zk.replica_tree(sid, r.node.app)  # type: ignore[arg-type]
         finally:
             self._busy = False
+
+    def _role_after_step(self, sid: int, svc: ZkService, node: Any) -> list[zm.ServiceAction]:
+        """As the replica's shell does: the service hears of a role change right after the core
+        step that made it (a replica that left broadcast drops its sessions before it reads
+        another request of theirs), not only at the next tick."""
+        return self._role_changed(sid, svc, node)
+
+    def _role_changed(self, sid: int, svc: ZkService, node: Any) -> list[zm.ServiceAction]:
+        serving = node.role.phase_name() == "broadcast" and node.state in (
+            PeerState.LEADING, PeerState.FOLLOWING, PeerState.OBSERVING)
+        leading = serving and node.state == PeerState.LEADING
+        if (serving, leading) == (svc.serving, svc.leading):
+            return []
+        self._log(f"  service {sid}: serving={serving} leading={leading}")
+        return svc.step(zm.RoleChanged(serving, leading))
 
     def _route(self, sid: int, r: Any, a: object) -> None:
         t = type(a)
@@ -187,13 +204,7 @@ class ZkSimulation(Simulation):
             svc = self.services.get(sid)
             if node is None or svc is None:
                 continue
-            serving = node.role.phase_name() == "broadcast" and node.state in (
-                PeerState.LEADING, PeerState.FOLLOWING, PeerState.OBSERVING)
-            leading = serving and node.state == PeerState.LEADING
-            out: list[zm.ServiceAction] = []
-            if (serving, leading) != (svc.serving, svc.leading):
-                self._log(f"  service {sid}: serving={serving} leading={leading}")
-                out += svc.step(zm.RoleChanged(serving, leading))
+            out = self._role_changed(sid, svc, node)
             out += svc.step(zm.ServiceTick(now))
             self._service_actions(sid, out)
         for c in list(self.clients.values()):
