@@ -212,9 +212,7 @@ class ReplicaServer:
             self._step(Tick())
             node = self.node
             if node is not None and self.fatal is None:
-                serving = node.role.phase_name() == "broadcast" and node.state in (
-                    PeerState.LEADING, PeerState.FOLLOWING, PeerState.OBSERVING)
-                self._run(self.service.tick(serving, serving and node.state == PeerState.LEADING))
+                self._run(self.service.tick(*_role(node)))
             n += 1
             if self._trace is not None and n % 25 == 0:
                 self._trace.flush()
@@ -298,7 +296,7 @@ class ReplicaServer:
                 transport.open(a.channel)  # type: ignore[attr-defined]
             elif t is Close:
                 transport.close(a.channel)  # type: ignore[attr-defined]
-        self._events.extend(self.service.core(for_service))
+        self._events.extend(self.service.core(for_service, *_role(self.node)))
 
     # -- injected faults --------------------------------------------------------------------------
 
@@ -482,6 +480,14 @@ class ReplicaServer:
             self._step(SnapshotRequested())
         return {"delivered": self.stats["delivered"],
                 "applied": int(self.node.applied) if self.node is not None else 0}
+
+
+def _role(node: Node) -> tuple[bool, bool]:
+    """(serving, leading) for the hosted service: serving is being in broadcast as leader,
+    follower or observer; leading, as the established leader."""
+    serving = node.role.phase_name() == "broadcast" and node.state in (
+        PeerState.LEADING, PeerState.FOLLOWING, PeerState.OBSERVING)
+    return serving, serving and node.state == PeerState.LEADING
 
 
 class _ClientConn(asyncio.Protocol):

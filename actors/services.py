@@ -3,7 +3,8 @@
 The replica's shell owns the core and the sockets; a service turns client frames into core
 events and the core's client-facing actions into replies. Neither calls back into the shell:
 ``client``/``core``/``tick`` return the core events to run next, and the shell runs them after
-the current step (``ReplicaServer._run``). ``BroadcastService`` (the default) is plain atomic
+the current step (``ReplicaServer._run``). ``core`` and ``tick`` get the core's role as it is
+after the step: a service must know at once that its replica left broadcast. ``BroadcastService`` (the default) is plain atomic
 broadcast: SUBMIT -> a txn, COMMITTED/FAILED back. ``ZooKeeperService`` hosts the pure
 ``zabray.zk.ZkService``; its connections are zabray's own sessions (the bespoke ``ZK`` frames
 of ``zabray.zk.bespoke``) and ZooKeeper's client protocol (``actors.zkport``) side by side, each
@@ -41,7 +42,7 @@ class HostedService(Protocol):
     """The core's state machine (None: the core's own value log)."""
 
     def client(self, conn: _ClientConn, req: cp.SubmitReq | cp.ZkReq) -> list[Event]: ...
-    def core(self, actions: list[Action]) -> list[Event]: ...
+    def core(self, actions: list[Action], serving: bool, leading: bool) -> list[Event]: ...
     def tick(self, serving: bool, leading: bool) -> list[Event]: ...
     def conn_lost(self, conn: ServiceConn) -> None: ...
     def status(self) -> dict[str, Any] | None: ...
@@ -66,7 +67,7 @@ class BroadcastService:
         self.stats["submitted"] += 1
         return [Submit(rid, req.value)]
 
-    def core(self, actions: list[Action]) -> list[Event]:
+    def core(self, actions: list[Action], serving: bool, leading: bool) -> list[Event]:
         for a in actions:
             if type(a) is Committed or type(a) is Failed:
                 entry = self._pending.pop(a.request_id, None)
@@ -150,7 +151,7 @@ class ZooKeeperService:
         """A request from a ZooKeeper-protocol connection (``actors.zkport``)."""
         return self._carry_out(self.svc.step(zm.ClientRequest(self._id(conn), rid, op)))
 
-    def core(self, actions: list[Action]) -> list[Event]:
+    def core(self, actions: list[Action], serving: bool, leading: bool) -> list[Event]:
         step = self.svc.step
         out: list[zm.ServiceAction] = []
         for a in actions:
@@ -166,15 +167,21 @@ class ZooKeeperService:
             elif t is SessionsTouched:
                 out += step(zm.SessionsAlive(a.sessions))  # type: ignore[attr-defined]
         out += step(zm.StepEnd())
+        # Right after the step, not at the next tick: a replica that just left broadcast must
+        # drop its sessions before it reads another request of theirs.
+        out += self._role_changed(serving, leading)
         return self._carry_out(out)
 
     def tick(self, serving: bool, leading: bool) -> list[Event]:
-        out: list[zm.ServiceAction] = []
-        if (serving, leading) != self._role:
-            self._role = (serving, leading)
-            out += self.svc.step(zm.RoleChanged(serving, leading))
+        out = self._role_changed(serving, leading)
         out += self.svc.step(zm.ServiceTick(_now_ms()))
         return self._carry_out(out)
+
+    def _role_changed(self, serving: bool, leading: bool) -> list[zm.ServiceAction]:
+        if (serving, leading) == self._role:
+            return []
+        self._role = (serving, leading)
+        return self.svc.step(zm.RoleChanged(serving, leading))
 
     def conn_lost(self, conn: ServiceConn) -> None:
         cid = self._ids.pop(conn, None)

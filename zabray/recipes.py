@@ -3,7 +3,9 @@
 Lock without herd effect, read/write lock, leader election, double barrier, group membership.
 Every sequential znode name carries a per-instance GUID, so a create that fails with a
 connection loss (it may have been applied) is resolved by looking for our GUID among the
-children instead of creating a second node.
+children instead of creating a second node. That look cannot always settle it (a partition can
+keep the old leader alive, and the lost create may commit after it), so a lock also deletes any
+other node of its GUID it finds: its own lost create must never block it.
 """
 
 from __future__ import annotations
@@ -110,7 +112,17 @@ class Lock:
                 self.node = _create_seq(self.s, self.path, self.guid, self.label, self.identifier)
                 name = self.node.rsplit("/", 1)[1]
                 continue
-            blockers = sorted(self._blockers(name, kids), key=_seq)
+            mine = f"{self.guid}-"
+            for k in kids:
+                if k != name and k.startswith(mine):
+                    # Ours too: a create whose reply was lost and that took effect after we
+                    # looked for it (possible when a partition kept the old leader alive).
+                    # Left there it would block us, and everyone behind us, for good.
+                    try:
+                        _retry(self.s, self.s.delete, f"{self.path}/{k}")
+                    except NoNodeError:
+                        pass
+            blockers = sorted(self._blockers(name, [k for k in kids if not k.startswith(mine)]), key=_seq)
             if not blockers:
                 return True
             left = None if end is None else end - time.monotonic()

@@ -212,3 +212,34 @@ def test_the_whole_ensemble_crashes_and_every_acknowledged_write_comes_back() ->
     for s in sim.replicas:
         assert set(zs) <= set(sim.delivered(s))
     finish(sim)
+
+
+def test_a_replica_stranded_above_the_leaders_epoch_rejoins() -> None:
+    """Replica 3 twice wins an election with only replica 2, chooses epochs 2 then 3 (durable
+    acceptedEpoch), and twice loses 2 before its LEADERINFO arrives. Replicas 1 and 2 then
+    establish epoch 2 without it. Its promise to epoch 3 forbids it to follow epoch 2, so the
+    established leader must step down once it hears of it: the next discovery then picks an
+    epoch replica 3 can follow. (Before, it went back to election forever; simulator seed 54067
+    found it.)"""
+    sim = scripted()
+    stranded, helper, other = 3, 2, 1
+    assert sim.settle(lambda: sim.leader() is not None and all(
+        sim.node(s).role.phase_name() == "broadcast" for s in sim.replicas)), explain(sim)
+    sim.net.partition([frozenset({stranded, helper}), frozenset({other})])
+    for epoch in (2, 3):
+        sim.crash(helper, in_flight_arrives=False)
+        assert sim.settle(lambda: sim.node(stranded).state == PeerState.LOOKING, max_ticks=100), explain(sim)
+        sim.restart(helper)
+
+        def chosen() -> bool:
+            role = sim.node(stranded).role
+            return isinstance(role, Leader) and role.epoch is not None and role.epoch_durable
+
+        assert sim.settle(chosen, max_ticks=100), explain(sim)
+        assert sim.node(stranded).accepted_epoch == epoch
+    sim.crash(helper, in_flight_arrives=False)  # before LEADERINFO(3) reached it
+    sim.net.partition([frozenset({stranded}), frozenset({helper, other})])
+    sim.restart(helper)
+    assert sim.settle(lambda: sim.leader() in (helper, other), max_ticks=200), explain(sim)
+    assert sim.node(sim.leader()).current_epoch == 2 < sim.node(stranded).accepted_epoch
+    finish(sim)  # heals: a leader and a new write on every replica, the stranded one included

@@ -1,7 +1,8 @@
 """The ZooKeeper service under the simulator: thousands of cheap seeded schedules (crashes,
 restarts, partitions, channel breaks, lost election messages, snapshots) with simulated client
 sessions that pipeline, move, watch, and vanish; every property of ``zabray.sim.zkcheck`` is
-checked after every step. ``ZABRAY_EXHAUSTIVE=1`` multiplies the seed counts.
+checked after every step, and once healed every live session's calls must be answered
+(``ZkSimulation._check_answered``). ``ZABRAY_EXHAUSTIVE=1`` multiplies the seed counts.
 
 A failure names the seed; ``zabray sim --service zookeeper --replicas N --steps S --seed X --timeline``
 replays it.
@@ -23,12 +24,6 @@ SCALE = 10 if os.environ.get("ZABRAY_EXHAUSTIVE") else 1
 ALL = ("crash", "partition", "break", "snapshot", "drop")
 STEPS = 250
 CHEAP = ZkSimOptions(session_timeout_ms=800)
-
-# Seeds that expose a liveness gap in the Zab core, not in the service: after healing, a replica
-# whose acceptedEpoch (3, from an election it started and lost) is above the established
-# leader's epoch (2) refuses every LEADERINFO and never rejoins, while the leader keeps its
-# quorum. Only that liveness violation is tolerated on these seeds; anything else fails.
-KNOWN_CORE_LIVENESS = {54067}
 
 SWEEPS = [
     # (voters, observers, faults, seeds): 2,100 schedules in all
@@ -56,9 +51,6 @@ def test_random_schedules_keep_every_service_property(voters: int, observers: in
         stats.update(r.service)  # type: ignore[attr-defined]
         stats.update(faults=sum(r.faults.values()))  # type: ignore[attr-defined]
         if not r.ok:  # type: ignore[attr-defined]
-            props = {v.prop for v in r.violations}  # type: ignore[attr-defined]
-            if seed in KNOWN_CORE_LIVENESS and props == {"liveness"}:
-                continue
             failures.append(f"seed {seed}: {r.violations[0]}")  # type: ignore[attr-defined]
     record_property("stats", dict(stats))
     assert not failures, "\n".join(failures[:10])
@@ -83,12 +75,6 @@ def test_planted_service_bugs_are_caught(bug: str, monkeypatch: pytest.MonkeyPat
             record_property("caught_after_seeds", n + 1)
             return
     pytest.fail(f"planted bug not caught in 1,100 schedules: {bug}")
-
-
-@pytest.mark.xfail(strict=True, reason="Zab core: a replica whose acceptedEpoch is above the established "
-                   "leader's epoch never rejoins (see KNOWN_CORE_LIVENESS)")
-def test_the_known_core_liveness_gap_is_still_there() -> None:
-    assert run(54067).ok  # type: ignore[attr-defined]
 
 
 def test_a_seed_reproduces_exactly() -> None:

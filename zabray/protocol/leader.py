@@ -162,6 +162,11 @@ class Leader(Role):
         if msg.sid != channel.learner or msg.sid not in (n.cfg.observers if observer else n.cfg.voters):
             n.emit(Close(channel))
             return
+        if self.epoch is not None and msg.accepted_epoch > self.epoch:
+            # It promised a later epoch, to a leader that never got established: it can never
+            # follow ours (ZooKeeper's learner loops back to election forever then). Stepping
+            # down lets the next discovery hear that promise and pick an epoch above it.
+            raise ProtocolError(f"learner {msg.sid} accepted epoch {msg.accepted_epoch}, above ours ({self.epoch})")
         old = self.learners.get(msg.sid)
         if old is not None:
             self._drop(old, close=old.channel != channel)

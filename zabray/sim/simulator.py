@@ -483,8 +483,13 @@ class Simulation:
                     if r.synced > r.told and r.node is not None:
                         self._tell(sid)
                         yield
+                yield from self._more_micro_steps()
             self._tick()
             yield
+
+    def _more_micro_steps(self) -> Iterator[None]:
+        """What a subclass adds to each fair pass (the ZooKeeper simulator: its client links)."""
+        yield from ()
 
     def _calm_round(self) -> None:
         start = self.ticks

@@ -6,7 +6,8 @@ steps, Zab's checker); on top, each step may also deliver the head of a client c
 either direction, or have a client issue a call (creates, sequential and ephemeral too, versioned
 sets, deletes, multis, reads with and without watches, syncs, closes) or vanish without closing
 (its session must then expire). Client connections are FIFO like TCP; a replica's crash lets a
-random prefix of what it sent reach the client. ``zabray.sim.zkcheck`` checks after every step.
+random prefix of what it sent reach the client. ``zabray.sim.zkcheck`` checks after every step;
+``finish`` then heals everything and requires every live session's calls to be answered.
 Time: one tick is ``tick_ms`` of the service's and the clients' clocks.
 """
 
@@ -44,6 +45,8 @@ class ZkSimOptions:
     """Elect a leader calmly before the random steps, so they go to sessions, not to the first
     election (the plain simulator covers that)."""
     max_pending: int = 6
+    answer_ticks: int = 60
+    """Once healed, every session's calls must be answered within this many ticks."""
     paths: tuple[str, ...] = ("/a", "/b", "/a/x", "/a/y", "/e")
 
 
@@ -82,6 +85,7 @@ class ZkSimulation(Simulation):
         self._coreq: deque[tuple[int, Event, str]] = deque()
         self._busy = False
         self._svc_in: list[zm.ServiceEvent] = []
+        self._answers: dict[tuple[int, int], str | None] = {}  # (client, call) -> error code
         opts = dataclasses.replace(options) if options is not None else SimOptions()
         opts.app_factory = DataTree
         opts.client_rate = 0.0
@@ -139,11 +143,28 @@ class ZkSimulation(Simulation):
                 for e in self._svc_in:
                     out += svc.step(e)
                 out += svc.step(zm.StepEnd())
+                if r.node is not None:
+                    out += self._role_after_step(sid, svc, r.node)
                 self._service_actions(sid, out)
                 if r.node is not None:
                     self.zk.replica_tree(sid, r.node.app)  # type: ignore[arg-type]
         finally:
             self._busy = False
+
+    def _role_after_step(self, sid: int, svc: ZkService, node: Any) -> list[zm.ServiceAction]:
+        """As the replica's shell does: the service hears of a role change right after the core
+        step that made it (a replica that left broadcast drops its sessions before it reads
+        another request of theirs), not only at the next tick."""
+        return self._role_changed(sid, svc, node)
+
+    def _role_changed(self, sid: int, svc: ZkService, node: Any) -> list[zm.ServiceAction]:
+        serving = node.role.phase_name() == "broadcast" and node.state in (
+            PeerState.LEADING, PeerState.FOLLOWING, PeerState.OBSERVING)
+        leading = serving and node.state == PeerState.LEADING
+        if (serving, leading) == (svc.serving, svc.leading):
+            return []
+        self._log(f"  service {sid}: serving={serving} leading={leading}")
+        return svc.step(zm.RoleChanged(serving, leading))
 
     def _route(self, sid: int, r: Any, a: object) -> None:
         t = type(a)
@@ -187,13 +208,7 @@ class ZkSimulation(Simulation):
             svc = self.services.get(sid)
             if node is None or svc is None:
                 continue
-            serving = node.role.phase_name() == "broadcast" and node.state in (
-                PeerState.LEADING, PeerState.FOLLOWING, PeerState.OBSERVING)
-            leading = serving and node.state == PeerState.LEADING
-            out: list[zm.ServiceAction] = []
-            if (serving, leading) != (svc.serving, svc.leading):
-                self._log(f"  service {sid}: serving={serving} leading={leading}")
-                out += svc.step(zm.RoleChanged(serving, leading))
+            out = self._role_changed(sid, svc, node)
             out += svc.step(zm.ServiceTick(now))
             self._service_actions(sid, out)
         for c in list(self.clients.values()):
@@ -224,6 +239,7 @@ class ZkSimulation(Simulation):
                         self._hangup(gone)
                 case cs.Completed(call_id, zxid, error, value, _):
                     op, watch, tag = c.calls.pop(call_id)
+                    self._answers[(c.id, call_id)] = error.code if error else None
                     self._log(f"  client {c.id} call {call_id} {type(op).__name__} -> "
                               f"{error.code if error else 'ok'} at {zxid:#x}")
                     self.stats["zk_calls"] += 1
@@ -400,15 +416,14 @@ class ZkSimulation(Simulation):
         else:
             self._deliver_down(key)  # type: ignore[arg-type]
 
-    def _micro_steps(self) -> Iterator[None]:
-        base = super()._micro_steps()
-        for _ in base:
-            yield
-            for kind, key, sid in self._link_choices():
-                link: _Link = key  # type: ignore[assignment]
-                if (kind == "up" and link.up and link.server_open) or (kind == "down" and link.down and link.client_open):
-                    self._do(kind, key, sid)
-                    yield
+    def _more_micro_steps(self) -> Iterator[None]:
+        # Every pass, even one in which the replicas had nothing to do: an idle ensemble (one
+        # voter, no peer traffic) must still hear its clients.
+        for kind, key, sid in self._link_choices():
+            link: _Link = key  # type: ignore[assignment]
+            if (kind == "up" and link.up and link.server_open) or (kind == "down" and link.down and link.client_open):
+                self._do(kind, key, sid)
+                yield
 
     def run(self) -> SimResult:
         if self.zopt.warmup:
@@ -428,7 +443,38 @@ class ZkSimulation(Simulation):
         while self.ticks < healed + wait:
             self._calm_round()
         self.zk.sessions_gone([s for s, _ in self.killed])
+        self._check_answered()
         return self._result()
+
+    def _check_answered(self) -> None:
+        """Liveness for sessions: once healed, every call still pending, and a fresh read from
+        every live session, is answered within ``answer_ticks``, the read served (or told its
+        session expired). A request stuck behind a write whose outcome never comes, a watch
+        wait never released, a refusal never retried, a session that never moves or is refused
+        BEHIND forever: each leaves a call unanswered here."""
+        probes: dict[int, int] = {}
+        for c in self.clients.values():
+            if c is not None and not c.core.over:
+                call_id = c.next_call
+                c.next_call += 1
+                op = zm.GetData("/", False)
+                c.calls[call_id] = (op, False, b"")
+                probes[c.id] = call_id
+                self._client_actions(c, c.core.step(cs.Call(call_id, op, False)))
+        deadline = self.ticks + self.zopt.answer_ticks
+        while self.ticks < deadline and any(c is not None and c.calls for c in self.clients.values()):
+            self._calm_round()
+        self.checker.step = self.step_no
+        for c in self.clients.values():
+            if c is not None and c.calls:
+                self.checker._fail("liveness", f"client {c.id}: calls {sorted(c.calls)} unanswered "
+                                   f"{self.zopt.answer_ticks} ticks after healing")
+                return
+        for cid, call_id in sorted(probes.items()):
+            code = self._answers.get((cid, call_id))
+            if code not in (None, "SESSION_EXPIRED"):
+                self.checker._fail("liveness", f"client {cid}: a read after healing was told {code}")
+                return
 
     def _result(self) -> SimResult:
         r = super()._result()

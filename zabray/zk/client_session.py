@@ -188,6 +188,7 @@ class ClientSession:
         self._next_xid = 1
         self._turn = 0  # index into replicas of the next to try
         self._tried = 0  # failed tries since the last success
+        self._late_creates = 0  # tries to create the session that ran out of time
         self._retry_at = now_ms
         self._connect_xid = 0
         self._dial_replica = -1
@@ -254,9 +255,14 @@ class ClientSession:
         self._next_conn += 1
         self.dialing = conn
         self._dial_replica = replica
-        # Two thirds of the timeout, as for a silent replica: a new session's create must commit
-        # in that time, and giving up sooner only leaves orphan sessions to expire.
-        self.dial_deadline = self.now + max(500, 2 * self.timeout_ms // 3)
+        # Two thirds of the timeout, as for a silent replica. A new session's create is a txn: on
+        # a loaded ensemble it may need longer, and each try given up leaves an orphan session
+        # whose expiry is one more txn (tries that keep running out would keep the ensemble
+        # too busy to ever commit one). So each try that ran out doubles the next one's wait.
+        wait = max(500, 2 * self.timeout_ms // 3)
+        if self.session_id == 0:
+            wait = min(self.op_timeout_ms, wait << min(self._late_creates, 5))
+        self.dial_deadline = self.now + wait
         self._out.append(Dial(conn, replica))
 
     def _dialed(self, conn: int) -> None:
@@ -417,6 +423,8 @@ class ClientSession:
             self._complete(c, 0, ErrorInfo("NOT_READY", "no replica took the request in time"), None)
         if self.dialing is not None:
             if now >= self.dial_deadline:
+                if self.session_id == 0:
+                    self._late_creates += 1
                 self._give_up_dial()
             return
         conn = self.conn

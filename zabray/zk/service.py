@@ -15,6 +15,8 @@ never wait on its own session's later writes. Reads unblocked by a core step run
 Refusals. A write the core refused (``TxnFailed``, not uncertain: certainly not applied) is
 answered ``NOT_READY``, and so is everything after it on that connection: the client retries
 them all, in order, elsewhere, so a later request can never take effect before an earlier one.
+A write whose fate became unknown (``TxnFailed``, uncertain: the core left broadcast) closes
+its connection instead of being answered: nothing more of that session is served here.
 
 Watches. Registered by reads per session; fired on ``TxnDelivered`` as ``WatchFired`` on the
 session's connection, before the answer to any read run afterwards. One-shot. A connection's
@@ -24,7 +26,8 @@ change it missed fire at once (ZooKeeper's SetWatches).
 Sessions. A new session is a ``create_session`` txn; resuming is refused (``BEHIND``) by a
 replica whose tree is older than the session's last seen zxid, and any connect while not
 serving is refused (``NOT_READY``). Leaving broadcast closes the session connections so clients
-move. Every request or ping touches its session; touches go to the core each tick
+move; the host must report it (``RoleChanged``) after the very core step that left, not at the
+next tick, or a session could read here in between. Every request or ping touches its session; touches go to the core each tick
 (``ReportTouches``) and reach the leader's service as ``SessionsAlive``. The leading service
 keeps the tracker (session -> deadline), started from the tree's live sessions with fresh
 deadlines when it becomes leader, and expires a silent session by submitting its close.
@@ -419,10 +422,19 @@ class ZkService:
         e = self.pending.pop(rid, None)
         if e is None:
             return
-        code = "CONNECTION_LOSS" if uncertain else "NOT_READY"
         st = e.st
+        if st is not None and uncertain:
+            # The core left broadcast with this write in flight: its fate is decided by the next
+            # leader. Like ZooKeeper, report that only by dropping the connection, so the session
+            # asks again on a replica that is serving, never here: a read answered here now could
+            # miss the write and the write still commit later (a lock recipe that retries its
+            # create then waits on its own lost node forever).
+            self._out.append(CloseConn(st.conn))
+            self._conn_closed(st.conn)
+            return
+        code = "CONNECTION_LOSS" if uncertain else "NOT_READY"
         conn = st.conn if st is not None else -1
-        if st is not None and not uncertain:
+        if st is not None:
             self.stats["refused_not_ready"] += 1
             self._refuse_rest(st, e, reason)
         self._finish(e, Reply(conn, e.xid, self.tree.last_zxid, ErrorInfo(code, reason)), defer=True)
