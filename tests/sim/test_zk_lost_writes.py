@@ -109,12 +109,12 @@ def lost_create_then_read() -> tuple[tuple[str | None, object], list[str], list[
     assert sim.settle(lambda: create in t.results, max_ticks=400), t.explain()
     outcome = t.results[create]
 
-    err, value = t.answer(c, zm.GetChildren("/q", False))
+    err, value = t.answer(c, zm.GetChildren("/q", False, stat=True))
     assert err is None, (err, t.explain())
     right_after = list(value[0])  # type: ignore[index]
     assert sim.settle(lambda: sim._established_leader() is not None and all(
         sim.node(s).role.phase_name() == "broadcast" for s in (follower, other)), max_ticks=400), t.explain()
-    err, value = t.answer(c, zm.GetChildren("/q", False))
+    err, value = t.answer(c, zm.GetChildren("/q", False, stat=True))
     assert err is None, (err, t.explain())
     assert not sim.checker.violations, t.explain()
     return outcome, right_after, list(value[0])  # type: ignore[index]

@@ -235,8 +235,10 @@ class ZkChecker:
             ok = False
         elif type(op) is GetData:
             ok = tuple(value) == (st.data, stat)
-        else:
+        elif op.stat:  # type: ignore[union-attr]
             ok = (tuple(value[0]), value[1]) == (st.kids, stat)
+        else:
+            ok = tuple(value) == st.kids
         if not ok:
             self._fail("read", f"{what} of {path} at {fmt(zxid)} returned {value!r:.80}, "
                        f"the committed state there is {st!r:.80}")
