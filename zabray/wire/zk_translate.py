@@ -20,8 +20,8 @@ from zabray.tree import Delete as TDelete
 from zabray.tree import SetData as TSetData
 from zabray.tree import ZooKeeperError, zk_code
 from zabray.tree.znode import ACL as TreeACL
-from zabray.tree.znode import Stat as TreeStat
 from zabray.tree.znode import signed64
+from zabray.tree.znode import Stat as TreeStat
 from zabray.wire import zkproto as zp
 from zabray.zk import messages as zm
 
@@ -197,6 +197,8 @@ def to_response(op: int, value: Any, sub_ops: tuple[int, ...] = ()) -> zp.Record
             return zp.CountResponse(int(value))
         case OC.SYNC:
             return zp.PathResponse(str(value))
+        case OC.ADD_WATCH:
+            return zp.ErrorResponse(0)
         case OC.WHO_AM_I:
             return zp.WhoAmIResponse(tuple(zp.ClientInfo(s, u) for s, u in value))
         case OC.MULTI:
