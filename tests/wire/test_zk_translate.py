@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import pytest
+
+from zabray.tree.znode import TTL_MAX
 from zabray.wire import zkproto as zp
-from zabray.wire.zk_translate import to_response
+from zabray.wire.zk_translate import to_op, to_response
+from zabray.zk import messages as zm
 
 ACL = (zp.ACL(zp.Perm.ALL, zp.Id("world", "anyone")),)
 
@@ -17,3 +21,17 @@ def test_add_watch_answers_an_error_response_body() -> None:
     assert (hdr.xid, hdr.err) == (5, 0) and body == zp.ErrorResponse(0)
     assert len(frame) == 4 + 16 + 4
 
+
+@pytest.mark.parametrize("ttl", [-1, 0, TTL_MAX + 1])
+def test_create_ttl_with_a_ttl_out_of_range_is_bad_arguments(ttl: int) -> None:
+    # -1 used to read as "no TTL" and create a plain persistent znode; ZooKeeper answers
+    # BAD_ARGUMENTS before looking at the path or the parent.
+    for mode in (zp.CreateMode.PERSISTENT_WITH_TTL, zp.CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL):
+        req = zp.Request(1, zp.OpCode.CREATE_TTL, zp.CreateTTLRequest("/no/parent/", b"", ACL, mode, ttl))
+        assert isinstance(to_op(req), zm.Malformed)
+
+
+def test_create_ttl_in_range_keeps_its_ttl() -> None:
+    req = zp.Request(1, zp.OpCode.CREATE_TTL, zp.CreateTTLRequest("/t", b"", ACL, zp.CreateMode.PERSISTENT_WITH_TTL, 5))
+    op = to_op(req)
+    assert isinstance(op, zm.Create) and op.ttl == 5

@@ -20,7 +20,7 @@ from zabray.tree import Delete as TDelete
 from zabray.tree import SetData as TSetData
 from zabray.tree import ZooKeeperError, zk_code
 from zabray.tree.znode import ACL as TreeACL
-from zabray.tree.znode import signed64
+from zabray.tree.znode import TTL_MAX, signed64
 from zabray.tree.znode import Stat as TreeStat
 from zabray.wire import zkproto as zp
 from zabray.zk import messages as zm
@@ -56,6 +56,10 @@ def _create(op: int, rec: Any) -> TCreate:
     if mode.ttl != (op == zp.OpCode.CREATE_TTL):
         raise ValueError("TTL znodes are created with createTTL, and only they")
     ttl = int(rec.ttl) if mode.ttl else -1
+    if mode.ttl and not 0 < ttl <= TTL_MAX:
+        # ZooKeeper checks the TTL first of all (EphemeralType.validateTTL): BAD_ARGUMENTS even
+        # for -1, which the tree would otherwise take for "no TTL" and create a plain znode.
+        raise ValueError(f"createTTL: the ttl must be in 1..{TTL_MAX} ms, got {ttl}")
     return TCreate(rec.path, rec.data or b"", mode.ephemeral, mode.sequential, acl_in(rec.acl), container, ttl,
                    op != zp.OpCode.CREATE)
 
