@@ -35,3 +35,14 @@ def test_create_ttl_in_range_keeps_its_ttl() -> None:
     req = zp.Request(1, zp.OpCode.CREATE_TTL, zp.CreateTTLRequest("/t", b"", ACL, zp.CreateMode.PERSISTENT_WITH_TTL, 5))
     op = to_op(req)
     assert isinstance(op, zm.Create) and op.ttl == 5
+
+
+def test_a_null_acl_id_reads_as_empty() -> None:
+    # kazoo writes the empty id of an ("auth", "") ACL as a null string (length -1); ZooKeeper
+    # ignores an auth ACL's id, so the create must reach the tree (INVALID_ACL or success there),
+    # not fail as BAD_ARGUMENTS.
+    acl = (zp.ACL(31, zp.Id("auth", None)),)
+    op = to_op(zp.Request(1, zp.OpCode.CREATE2, zp.CreateRequest("/k", b"v", acl, 0)))
+    assert isinstance(op, zm.Create) and op.acl == ((31, "auth", ""),)
+    op = to_op(zp.Request(2, zp.OpCode.SET_ACL, zp.SetACLRequest("/k", acl, -1)))
+    assert isinstance(op, zm.SetACL) and op.acl == ((31, "auth", ""),)

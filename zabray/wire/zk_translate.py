@@ -32,7 +32,8 @@ _UNIMPLEMENTED: dict[int, str] = {zp.OpCode.RECONFIG: "reconfig", zp.OpCode.SASL
 
 
 def acl_in(acl: tuple[zp.ACL, ...] | None) -> tuple[TreeACL, ...]:
-    return tuple((a.perms, a.id.scheme, a.id.id) for a in acl or ())
+    """A null scheme or id reads as "" (kazoo sends the empty id of ``auth`` ACLs as null)."""
+    return tuple((a.perms, a.id.scheme or "", a.id.id or "") for a in acl or ())
 
 
 def acl_out(acl: tuple[TreeACL, ...]) -> tuple[zp.ACL, ...]:
