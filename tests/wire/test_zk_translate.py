@@ -46,3 +46,23 @@ def test_a_null_acl_id_reads_as_empty() -> None:
     assert isinstance(op, zm.Create) and op.acl == ((31, "auth", ""),)
     op = to_op(zp.Request(2, zp.OpCode.SET_ACL, zp.SetACLRequest("/k", acl, -1)))
     assert isinstance(op, zm.SetACL) and op.acl == ((31, "auth", ""),)
+
+
+def _create_op(op: int, flags: int) -> zm.ClientOp:
+    return to_op(zp.Request(1, op, zp.CreateRequest("/c", b"", ACL, flags)))
+
+
+def test_the_opcode_not_the_flags_makes_a_container() -> None:
+    # ZooKeeper logs a CreateContainerTxn for createContainer whatever the flags, and a plain
+    # CreateTxn for create/create2 even with the container flag.
+    for flags, seq in ((zp.CreateMode.CONTAINER, False), (zp.CreateMode.PERSISTENT, False),
+                       (zp.CreateMode.PERSISTENT_SEQUENTIAL, True), (zp.CreateMode.EPHEMERAL, False)):
+        op = _create_op(zp.OpCode.CREATE_CONTAINER, flags)
+        assert isinstance(op, zm.Create) and op.container and not op.ephemeral and op.sequential == seq
+    for code in (zp.OpCode.CREATE, zp.OpCode.CREATE2):
+        op = _create_op(code, zp.CreateMode.CONTAINER)
+        assert isinstance(op, zm.Create) and not op.container and op.ttl == -1
+    for code in (zp.OpCode.CREATE, zp.OpCode.CREATE2, zp.OpCode.CREATE_CONTAINER):
+        assert isinstance(_create_op(code, zp.CreateMode.PERSISTENT_WITH_TTL), zm.Malformed)
+    plain = to_op(zp.Request(1, zp.OpCode.CREATE_TTL, zp.CreateTTLRequest("/t", b"", ACL, 0, 5000)))
+    assert isinstance(plain, zm.Malformed)

@@ -5,8 +5,8 @@ response records, pure.
 ``zabray.zk.messages`` request; a request the service cannot express becomes ``Malformed``
 (BAD_ARGUMENTS) or ``Unimplemented`` (UNIMPLEMENTED), never a silent success. ``to_response``
 turns a reply's value back into the opcode's response record. The mapping of create flags
-follows ZooKeeper 3.8's PrepRequestProcessor: container mode only through createContainer, TTL
-modes only through createTTL.
+follows ZooKeeper 3.8's PrepRequestProcessor: the opcode decides a container (createContainer
+makes one whatever its flags), TTL modes only through createTTL with a ttl in range.
 """
 
 from __future__ import annotations
@@ -51,18 +51,20 @@ def _create(op: int, rec: Any) -> TCreate:
         mode = zp.CreateMode(rec.flags)
     except ValueError:
         raise ValueError(f"create flags {rec.flags} name no create mode") from None
-    container = mode == zp.CreateMode.CONTAINER
-    if container != (op == zp.OpCode.CREATE_CONTAINER):
-        raise ValueError("container znodes are created with createContainer, and only they")
-    if mode.ttl != (op == zp.OpCode.CREATE_TTL):
-        raise ValueError("TTL znodes are created with createTTL, and only they")
-    ttl = int(rec.ttl) if mode.ttl else -1
+    # EphemeralType.validateTTL first: a TTL mode needs a ttl in 1..TTL_MAX (createTTL's, or -1
+    # for the other opcodes, so BAD_ARGUMENTS), createTTL with another mode is refused too.
+    ttl = int(rec.ttl) if op == zp.OpCode.CREATE_TTL else -1
     if mode.ttl and not 0 < ttl <= TTL_MAX:
-        # ZooKeeper checks the TTL first of all (EphemeralType.validateTTL): BAD_ARGUMENTS even
-        # for -1, which the tree would otherwise take for "no TTL" and create a plain znode.
-        raise ValueError(f"createTTL: the ttl must be in 1..{TTL_MAX} ms, got {ttl}")
-    return TCreate(rec.path, rec.data or b"", mode.ephemeral, mode.sequential, acl_in(rec.acl), container, ttl,
-                   op != zp.OpCode.CREATE)
+        raise ValueError(f"a TTL create mode needs a ttl in 1..{TTL_MAX} ms (createTTL), got {ttl}")
+    if op == zp.OpCode.CREATE_TTL and not mode.ttl:
+        raise ValueError(f"createTTL needs a TTL create mode, got flags {rec.flags}")
+    # ZooKeeper logs the txn of the opcode, not of the flags: createContainer makes a container
+    # whatever its flags say (sequential still names it), create/create2 with the container flag
+    # a plain persistent znode.
+    container = op == zp.OpCode.CREATE_CONTAINER
+    ephemeral = mode.ephemeral and not container
+    return TCreate(rec.path, rec.data or b"", ephemeral, mode.sequential, acl_in(rec.acl), container,
+                   ttl if mode.ttl else -1, op != zp.OpCode.CREATE)
 
 
 def _sub_op(op: int, rec: Any) -> TCreate | TDelete | TSetData | TCheck:
