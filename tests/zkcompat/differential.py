@@ -8,7 +8,8 @@ Every answer is normalised before comparing, as etcd's zetcd cross-checker does:
   servers agree when they order their transactions alike, whatever numbers they use;
 - times are reduced to ``ctime == mtime`` (wall clocks differ);
 - ephemeral owners become the index of the session that owns them;
-- errors become ZooKeeper's error names; children are sorted.
+- errors become ZooKeeper's error names; children, ephemerals and whoAmI's ids are sorted
+  (ZooKeeper promises no order: they come from Java hash sets).
 
 Below kazoo's callbacks, every frame a session receives is recorded as it is read: each watch
 event (type, path), and each reply's error code and body length (a missing or extra field in
@@ -279,10 +280,14 @@ class Runner:
                 return c.sync(a[0])
             case "count":
                 return kx.call(c, kx.all_children_number(a[0]), t)
+            # Both answers are a Java hash set's iteration order in ZooKeeper (the session's
+            # ephemerals, the connection's auth ids): no order is promised, so compare them sorted.
             case "ephemerals":
-                return kx.call(c, kx.ephemerals(a[0]), t)
+                names, rest = kx.call(c, kx.ephemerals(a[0]), t)
+                return sorted(names), rest
             case "whoami":
-                return kx.call(c, kx.who_am_i(), t)
+                ids, rest = kx.call(c, kx.who_am_i(), t)
+                return sorted(ids), rest
             case "multi_read":
                 return kx.call(c, kx.multi_read(a[0]), t)
             case "add_watch":
