@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from zabray.tree import DataTree, NoNodeError, NoWatcherError
+from tests.core.test_zk_service_core import Harness
+from zabray.tree import Create, DataTree, NoNodeError, NoWatcherError, SetACL, SetData
+from zabray.tree.acl import digest_id
 from zabray.zk import messages as zm
 from zabray.zk import reads
 from zabray.zk.watches import WatchTables
@@ -32,3 +34,39 @@ def test_watch_ops_do_not_judge_paths() -> None:
     reads.watch_op(w, 1, zm.CheckWatches("d", 4))
     with pytest.raises(NoWatcherError):
         reads.watch_op(w, 1, zm.CheckWatches("/d/", 3))
+
+
+def _events(h: Harness, conn: int) -> list[tuple[str, str]]:
+    return [(a.path, a.event) for a in h.sent(conn) if type(a) is zm.WatchFired]
+
+
+def test_a_watcher_is_told_only_what_it_may_read() -> None:
+    # ZooKeeper 3.8 checks READ on the znode's ACL (the parent's for a child event) with the
+    # watcher's ids when a watch triggers: no event otherwise, and the one-shot watch is used up.
+    h = Harness()
+    for conn in (1, 2):
+        h.feed(zm.ClientRequest(conn, 1, zm.Connect(0, 4000, 0, auth=(("ip", "127.0.0.1"),))))
+        h.commit()
+    h.feed(zm.ClientRequest(2, 2, zm.AddAuth("digest", b"alice:pw1")))
+    alice = ((31, "digest", digest_id("alice:pw1")),)
+    h.feed(zm.ClientRequest(1, 2, zm.Exists("/p", watch=True)))
+    h.feed(zm.ClientRequest(2, 3, zm.Exists("/p", watch=True)))
+    h.feed(zm.ClientRequest(2, 4, Create("/p", b"", acl=alice)))
+    h.commit()
+    assert _events(h, 1) == [] and _events(h, 2) == [("/p", "created")]
+    h.feed(zm.ClientRequest(1, 3, zm.Exists("/p", watch=True)))
+    h.feed(zm.ClientRequest(2, 5, SetACL("/p", (*alice, (1, "world", "anyone")), -1)))
+    h.commit()
+    h.feed(zm.ClientRequest(2, 6, SetData("/p", b"x", -1)))
+    h.commit()
+    assert _events(h, 1) == [("/p", "changed")]  # READ for anyone now: told
+    h.feed(zm.ClientRequest(1, 4, zm.Exists("/p", watch=True)))
+    h.feed(zm.ClientRequest(2, 7, SetACL("/p", alice, -1)))
+    h.commit()
+    h.feed(zm.ClientRequest(2, 8, SetData("/p", b"y", -1)))
+    h.commit()
+    h.feed(zm.ClientRequest(2, 9, SetACL("/p", (*alice, (1, "world", "anyone")), -1)))
+    h.commit()
+    h.feed(zm.ClientRequest(2, 10, SetData("/p", b"z", -1)))
+    h.commit()
+    assert _events(h, 1) == [("/p", "changed")]  # the denied event used the watch up

@@ -379,8 +379,8 @@ class DataTree:
         self._nodes[path] = node
         parent.children.add(name_of(path))
         parent.stat = replace(pst, cversion=b.parent_cversion, pzxid=z, num_children=pst.num_children + 1)
-        changes.append(Change(path, EventType.CREATED))
-        changes.append(Change(ppath, EventType.CHILD))
+        changes.append(Change(path, EventType.CREATED, node.acl))
+        changes.append(Change(ppath, EventType.CHILD, parent.acl))
         return (path, client_stat(node.stat)) if b.stat else path
 
     def _apply_delete(self, path: str, z: int, changes: list[Change]) -> None:
@@ -400,8 +400,8 @@ class DataTree:
                 owned.discard(path)
             self._containers.discard(path)
             self._ttls.discard(path)
-        changes.append(Change(path, EventType.DELETED))
-        changes.append(Change(ppath, EventType.CHILD))
+        changes.append(Change(path, EventType.DELETED, node.acl))
+        changes.append(Change(ppath, EventType.CHILD, parent.acl))
 
     def _apply_set_data(self, b: SetDataTxn, z: int, t: int, changes: list[Change]) -> Stat:
         node = self._nodes.get(b.path)
@@ -409,7 +409,7 @@ class DataTree:
             raise _corrupt(z, f"set_data of {b.path}: missing or version does not follow")
         node.data = b.data
         node.stat = replace(node.stat, mzxid=z, mtime=t, version=b.version, data_length=len(b.data))
-        changes.append(Change(b.path, EventType.CHANGED))
+        changes.append(Change(b.path, EventType.CHANGED, node.acl))
         return client_stat(node.stat)
 
     # -- snapshots ------------------------------------------------------------------------------

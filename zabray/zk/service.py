@@ -17,7 +17,8 @@ answered ``NOT_READY``, and so is everything after it on that connection: the cl
 them all, in order, elsewhere, so a later request can never take effect before an earlier one.
 
 Watches. Registered by reads per session; fired on ``TxnDelivered`` as ``WatchFired`` on the
-session's connection, before the answer to any read run afterwards. One-shot. A connection's
+session's connection, before the answer to any read run afterwards, if that connection may
+READ the znode (ZooKeeper 3.8's rule; the watch is used up either way). One-shot. A connection's
 watches go with it; a moving client re-registers them with its last seen zxid and those whose
 change it missed fire at once (ZooKeeper's SetWatches).
 
@@ -39,6 +40,8 @@ from typing import Any
 
 from zabray.tree import AuthId, DataTree, OpCode, Result, ZooKeeperError, authenticate
 from zabray.tree import ops as tops
+from zabray.tree.acl import allowed as acl_allowed
+from zabray.tree.znode import PERM_READ
 from zabray.zk import reads
 from zabray.zk.messages import (
     AddAuth,
@@ -448,7 +451,8 @@ class ZkService:
         for ch in result.changes:
             for f in self.watches.fire(ch.path, ch.event):
                 st = self.by_session.get(f.session)
-                if st is not None:
+                # ZooKeeper 3.8 consumes the watch but tells only a watcher that may READ the znode.
+                if st is not None and acl_allowed(ch.acl, PERM_READ, st.auth):
                     self._send_event(st, f.kind, f.path, f.event, z)
 
     # -- time, roles and the session tracker -------------------------------------------------------
