@@ -330,7 +330,8 @@ def test_multi_success(ld: Leader) -> None:
     assert r.value[3] == ld.tree.stat("/a") and r.value[3].version == 1
     assert r.value[4:] == ("/c", None)
     assert r.changes == ch(
-        ("/a/b", C), ("/a", K), ("/a/s0000000001", C), ("/a", M), ("/c", C), ("/", K), ("/c", D)
+        ("/a/b", C), ("/a", K), ("/a/s0000000001", C), ("/a", K), ("/a", M), ("/c", C), ("/", K), ("/c", D),
+        ("/", K)
     )
     assert ld.tree.children("/a") == ["b", "s0000000001"] and ld.tree.exists("/c") is None
     st = ld.tree.stat("/a")

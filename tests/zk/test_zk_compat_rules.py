@@ -70,3 +70,17 @@ def test_a_watcher_is_told_only_what_it_may_read() -> None:
     h.feed(zm.ClientRequest(2, 10, SetData("/p", b"z", -1)))
     h.commit()
     assert _events(h, 1) == [("/p", "changed")]  # the denied event used the watch up
+
+
+def test_a_persistent_watch_hears_every_change_of_a_multi() -> None:
+    # ZooKeeper triggers watches once per sub-txn: two creates under a persistently watched
+    # parent are two child events, two sets of it two data events.
+    h = Harness()
+    h.session(1)
+    h.feed(zm.ClientRequest(1, 2, Create("/pw")))
+    h.commit()
+    h.feed(zm.ClientRequest(1, 3, zm.AddWatch("/pw")))
+    h.feed(zm.ClientRequest(1, 4, zm.Multi((Create("/pw/a"), Create("/pw/b"), SetData("/pw", b"1"),
+                                             SetData("/pw", b"2")))))
+    h.commit()
+    assert _events(h, 1) == [("/pw", "child"), ("/pw", "child"), ("/pw", "changed"), ("/pw", "changed")]

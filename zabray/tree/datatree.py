@@ -91,7 +91,9 @@ class Result:
     when the request asked for the stat), set_data and set_acl → the new Stat,
     delete/delete_container/check → None, multi → a tuple of those per op, create_session →
     the timeout, close_session → the deleted ephemeral paths (sorted), sync → the path.
-    ``changes`` lists, in order and without repeats, the (path, event) pairs watches fire on.
+    ``changes`` lists, in order, the (path, event) pairs watches fire on: one per change,
+    repeats kept (a multi's two creates under one parent are two CHILD firings, and ZooKeeper
+    tells a persistent watch of each).
     ``error`` is set (and ``changes`` empty) for an error txn: the request failed on the leader.
     ``op`` is None only for a request that did not even decode.
     """
@@ -308,7 +310,7 @@ class DataTree:
             changes: list[Change] = []
             value = self._apply_body(body, z, rec.time_ms, rec.session_id, changes)
             result = Result(
-                z, _OP_OF[type(body)], rec.session_id, rec.time_ms, value, tuple(dict.fromkeys(changes))
+                z, _OP_OF[type(body)], rec.session_id, rec.time_ms, value, tuple(changes)
             )
         self._last_zxid = z
         self._processor.applied(z)
