@@ -66,3 +66,9 @@ def test_the_opcode_not_the_flags_makes_a_container() -> None:
         assert isinstance(_create_op(code, zp.CreateMode.PERSISTENT_WITH_TTL), zm.Malformed)
     plain = to_op(zp.Request(1, zp.OpCode.CREATE_TTL, zp.CreateTTLRequest("/t", b"", ACL, 0, 5000)))
     assert isinstance(plain, zm.Malformed)
+
+
+def test_get_ephemerals_with_a_null_prefix_means_all() -> None:
+    # kazoo sends the prefix "" as a null string; ZooKeeper takes a blank prefix as "all".
+    op = to_op(zp.Request(1, zp.OpCode.GET_EPHEMERALS, zp.PathRequest(None)))  # type: ignore[arg-type]
+    assert op == zm.GetEphemerals("/")

@@ -122,7 +122,7 @@ def _to_op(op: int, b: Any) -> zm.ClientOp:
         case OC.GET_ALL_CHILDREN_NUMBER:
             return zm.GetAllChildrenNumber(b.path)
         case OC.GET_EPHEMERALS:
-            return zm.GetEphemerals(b.path)
+            return zm.GetEphemerals(b.path or "/")  # a null prefix (kazoo's "") means all, as blank does
         case OC.SYNC:
             return zm.Sync(b.path)
         case OC.MULTI:
