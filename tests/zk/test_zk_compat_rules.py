@@ -84,3 +84,11 @@ def test_a_persistent_watch_hears_every_change_of_a_multi() -> None:
                                              SetData("/pw", b"2")))))
     h.commit()
     assert _events(h, 1) == [("/pw", "child"), ("/pw", "child"), ("/pw", "changed"), ("/pw", "changed")]
+
+
+def test_a_read_with_a_field_of_the_wrong_type_is_answered() -> None:
+    h = Harness()
+    h.session(1)
+    h.feed(zm.ClientRequest(1, 2, zm.GetEphemerals(None)))  # type: ignore[arg-type]
+    rep = h.replies(1)[-1]
+    assert rep.xid == 2 and rep.error is not None and rep.error.code == "BAD_ARGUMENTS"

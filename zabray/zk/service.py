@@ -390,7 +390,9 @@ class ZkService:
         except ZooKeeperError as x:
             error = ErrorInfo(x.code, x.message, x.path, x.index)
             e.close_after = x.code == "AUTH_FAILED"
-        except (IndexError, TypeError, ValueError) as x:
+        except (AttributeError, IndexError, TypeError, ValueError) as x:
+            # A field of the wrong type (a null string from the wire): answered, never raised out
+            # of the step, which would leave this entry unanswered and drop the connection.
             error = ErrorInfo("BAD_ARGUMENTS", f"bad {type(op).__name__} request: {x}")
         e.reply = Reply(st.conn, e.xid, tree.last_zxid, error, value)
 
