@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.core.test_zk_service_core import Harness
-from zabray.tree import Create, DataTree, NoNodeError, NoWatcherError, SetACL, SetData
+from zabray.tree import Create, DataTree, EventType, NoNodeError, NoWatcherError, SetACL, SetData
 from zabray.tree.acl import digest_id
 from zabray.zk import messages as zm
 from zabray.zk import reads
@@ -92,3 +92,26 @@ def test_a_read_with_a_field_of_the_wrong_type_is_answered() -> None:
     h.feed(zm.ClientRequest(1, 2, zm.GetEphemerals(None)))  # type: ignore[arg-type]
     rep = h.replies(1)[-1]
     assert rep.xid == 2 and rep.error is not None and rep.error.code == "BAD_ARGUMENTS"
+
+
+def test_a_recursive_watch_sits_in_both_tables() -> None:
+    # ZooKeeper 3.8.0's addWatch registers in the data and the child table whatever the mode:
+    # CHILDREN finds a recursive watch, and removing it there leaves the data entry.
+    w = WatchTables()
+    reads.watch_op(w, 1, zm.AddWatch("/k", recursive=True))
+    for kind in (1, 2, 3, 5):
+        reads.watch_op(w, 1, zm.CheckWatches("/k", kind))
+    reads.watch_op(w, 1, zm.RemoveWatches("/k", 1))
+    with pytest.raises(NoWatcherError):
+        reads.watch_op(w, 1, zm.CheckWatches("/k", 1))
+    reads.watch_op(w, 1, zm.CheckWatches("/k", 2))
+    # Still only what a recursive watch hears: no child events, one event per change.
+    assert [(f.path, f.event) for f in w.fire("/k/a", EventType.CREATED)] == [("/k/a", "created")]
+    assert w.fire("/k", EventType.CHILD) == []
+
+
+def test_a_recursive_watch_is_told_of_a_delete_once() -> None:
+    w = WatchTables()
+    w.add_watch("/k", 1, recursive=True)
+    assert [(f.kind, f.path, f.event) for f in w.fire("/k/a", EventType.DELETED)] == [("data", "/k/a", "deleted")]
+    assert [(f.kind, f.path, f.event) for f in w.fire("/k", EventType.DELETED)] == [("data", "/k", "deleted")]
