@@ -2,7 +2,7 @@
 ensemble (``service: zookeeper`` on real Ray) the candidate. The same seeded sequence of kazoo
 operations runs against both; every answer, error code, watch event, reply body length and Stat
 field must match after normalisation (zxids and times by order, see ``differential``).
-ZABRAY_DIFF_OPS sets the length (2,000 in CI). A second Apache ZooKeeper as the candidate
+ZABRAY_DIFF_OPS sets the length (2,000 in CI), ZABRAY_DIFF_SEED the sequence. A second Apache ZooKeeper as the candidate
 shows the harness itself raises no false alarm.
 """
 
@@ -25,6 +25,7 @@ from zabray.ensemble import Ensemble
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.ray]
 N_OPS = int(os.environ.get("ZABRAY_DIFF_OPS", "2000"))
+SEED = int(os.environ.get("ZABRAY_DIFF_SEED", "13"))
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +65,7 @@ def _side_by_side(zk: apache_zk.ApacheZooKeeper, hosts: str, ops: list[Op]) -> t
 
 def test_zabray_answers_as_apache_zookeeper(apache_zookeeper: apache_zk.ApacheZooKeeper,
                                             zabray_zk: Ensemble) -> None:
-    ops = generate(seed=13, n=N_OPS)
+    ops = generate(seed=SEED, n=N_OPS)
     oracle, candidate = _side_by_side(apache_zookeeper, zabray_zk.connect_string(), ops)
     diff = first_difference(ops, oracle, candidate)
     assert diff is None, diff
@@ -83,7 +84,7 @@ def test_the_harness_raises_no_false_alarm(apache_zookeeper: apache_zk.ApacheZoo
                                            tmp_path_factory: pytest.TempPathFactory) -> None:
     """A second, independent Apache ZooKeeper answers exactly as the first: what the harness
     normalises away (zxid values, wall clocks, session ids, set orders) is all that differs."""
-    ops = generate(seed=13, n=N_OPS)
+    ops = generate(seed=SEED, n=N_OPS)
     root = Path(tmp_path_factory.mktemp("apache-zk-b"))
     with apache_zk.ApacheZooKeeper(root, jvm_flags=ORACLE_FLAGS) as second:
         oracle, candidate = _side_by_side(apache_zookeeper, second.hosts, ops)
