@@ -2,8 +2,8 @@
 ensemble (``service: zookeeper`` on real Ray) the candidate. The same seeded sequence of kazoo
 operations runs against both; every answer, error code, watch event, reply body length and Stat
 field must match after normalisation (zxids and times by order, see ``differential``).
-ZABRAY_DIFF_OPS sets the length (2,000 in CI), ZABRAY_DIFF_SEED the sequence. A second Apache ZooKeeper as the candidate
-shows the harness itself raises no false alarm.
+ZABRAY_DIFF_OPS sets the length (2,000 in CI), ZABRAY_DIFF_SEED the sequence. A second Apache
+ZooKeeper as the candidate shows the harness itself raises no false alarm.
 """
 
 from __future__ import annotations
