@@ -12,7 +12,8 @@ import pytest
 from tests.zkcompat.clients import zkcli
 from zabray import apache_zk
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+# Appended, not prepended: benchmarks/storage.py must not shadow the storage package.
+sys.path.append(str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import zkclients  # noqa: E402
 
 pytestmark = pytest.mark.zookeeper
