@@ -292,11 +292,9 @@ class Runner:
             # Both answers are a Java hash set's iteration order in ZooKeeper (the session's
             # ephemerals, the connection's auth ids): no order is promised, so compare them sorted.
             case "ephemerals":
-                names, rest = kx.call(c, kx.ephemerals(a[0]), t)
-                return sorted(names), rest
+                return _sorted_answer(kx.call(c, kx.ephemerals(a[0]), t))
             case "whoami":
-                ids, rest = kx.call(c, kx.who_am_i(), t)
-                return sorted(ids), rest
+                return _sorted_answer(kx.call(c, kx.who_am_i(), t))
             case "multi_read":
                 return kx.call(c, kx.multi_read(a[0]), t)
             case "add_watch":
@@ -313,6 +311,11 @@ class Runner:
                 self.next_index += 1
                 return None
         raise AssertionError(f"unknown op {op.kind}")
+
+
+def _sorted_answer(r: Any) -> Any:
+    """(items, unread bytes) with the items sorted; an unparseable answer as it is."""
+    return (sorted(r[0]), r[1]) if len(r) == 2 else r
 
 
 def normalise(records: list[Any], owners: dict[int, int]) -> list[Any]:
