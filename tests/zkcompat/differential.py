@@ -6,7 +6,8 @@ Every answer is normalised before comparing, as etcd's zetcd cross-checker does:
 
 - zxids (czxid, mzxid, pzxid) become their rank among all zxids the run observed, so two
   servers agree when they order their transactions alike, whatever numbers they use;
-- times are reduced to ``ctime == mtime`` (wall clocks differ);
+- times are reduced to what holds whatever the clock: ``ctime == mtime`` for a znode never
+  set, ``mtime >= ctime`` once set (wall clocks differ, and two writes may share a millisecond);
 - ephemeral owners become the index of the session that owns them;
 - errors become ZooKeeper's error names; children, ephemerals and whoAmI's ids are sorted
   (ZooKeeper promises no order: they come from Java hash sets).
@@ -321,7 +322,7 @@ def _sorted_answer(r: Any) -> Any:
 
 
 def normalise(records: list[Any], owners: dict[int, int]) -> list[Any]:
-    """Replace zxids by their rank among all observed zxids, times by ctime==mtime, owners by index."""
+    """Replace zxids by their rank among all observed zxids, times by clock-free facts, owners by index."""
     zxids: set[int] = set()
 
     def collect(x: Any) -> None:
@@ -336,7 +337,10 @@ def normalise(records: list[Any], owners: dict[int, int]) -> list[Any]:
 
     def norm(x: Any) -> Any:
         if isinstance(x, ZnodeStat):
-            return ("stat", rank[x.czxid], rank[x.mzxid], rank[x.pzxid], x.ctime == x.mtime, x.version,
+            # Clock-free facts only: a never-set znode has mtime == ctime, a set one mtime >= ctime
+            # (two writes within one millisecond may share a time on either server).
+            times = x.ctime == x.mtime if x.version == 0 else x.mtime >= x.ctime
+            return ("stat", rank[x.czxid], rank[x.mzxid], rank[x.pzxid], times, x.version,
                     x.cversion, x.aversion, owners.get(x.ephemeralOwner, x.ephemeralOwner), x.dataLength,
                     x.numChildren)
         if isinstance(x, Exception):
