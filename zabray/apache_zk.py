@@ -66,6 +66,8 @@ class ApacheZooKeeper:
     force_sync: bool = True
     tick_ms: int = 2000
     heap_mb: int = 512
+    jvm_flags: tuple[str, ...] = ()
+    """Extra ``-D`` system properties, e.g. ``-Dzookeeper.extendedTypesEnabled=true`` for TTL znodes."""
     client_ports: list[int] = field(default_factory=list)
     _procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
@@ -103,7 +105,7 @@ class ApacheZooKeeper:
             out = open(d / "server.log", "wb")  # noqa: SIM115 - owned by the child for its life
             cmd = [
                 "java", f"-Xmx{self.heap_mb}m", "-cp", ":".join(JARS),
-                f"-Dzookeeper.log.dir={d}", "-Dzookeeper.root.logger=WARN,CONSOLE",
+                f"-Dzookeeper.log.dir={d}", "-Dzookeeper.root.logger=WARN,CONSOLE", *self.jvm_flags,
                 MAIN, str(cfg),
             ]
             self._procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True))

@@ -1,27 +1,74 @@
-"""ZooKeeper requests as kazoo writes them, through the pure adapter (no server, no sockets)."""
+"""The jute adapter's answers, byte for byte where Apache ZooKeeper 3.8 differs from the obvious
+(each case here was a difference the differential test, tests/zkcompat, found). Pure: no server."""
 
 from __future__ import annotations
 
-import struct
+import pytest
 
-from kazoo.protocol.serialization import Create, Reconfig
-from kazoo.security import ACL, Id
-
+from zabray.tree.znode import TTL_MAX
 from zabray.wire import zkproto as zp
-from zabray.wire.zk_translate import to_op
+from zabray.wire.zk_translate import to_op, to_response
 from zabray.zk import messages as zm
 
-
-def _decode(xid: int, request: object) -> zp.Request:
-    return zp.decode_request(struct.pack(">ii", xid, request.type) + request.serialize())  # type: ignore[attr-defined]
+ACL = (zp.ACL(zp.Perm.ALL, zp.Id("world", "anyone")),)
 
 
-def test_auth_scheme_with_kazoo_null_id_is_the_empty_id() -> None:
-    # kazoo writes Id("auth", "") with a null id; the service must see "", not None.
-    op = to_op(_decode(3, Create("/a", b"", [ACL(31, Id("auth", ""))], 0)))
+def test_add_watch_answers_an_error_response_body() -> None:
+    # FinalRequestProcessor answers addWatch with ErrorResponse(0) and the Java client reads
+    # that int: a bodiless reply makes it fail with an EOF.
+    frame = zp.encode_reply(5, 9, 0, to_response(zp.OpCode.ADD_WATCH, None))
+    hdr, body = zp.decode_reply(frame[4:], zp.OpCode.ADD_WATCH)
+    assert (hdr.xid, hdr.err) == (5, 0) and body == zp.ErrorResponse(0)
+    assert len(frame) == 4 + 16 + 4
+
+
+@pytest.mark.parametrize("ttl", [-1, 0, TTL_MAX + 1])
+def test_create_ttl_with_a_ttl_out_of_range_is_bad_arguments(ttl: int) -> None:
+    # -1 used to read as "no TTL" and create a plain persistent znode; ZooKeeper answers
+    # BAD_ARGUMENTS before looking at the path or the parent.
+    for mode in (zp.CreateMode.PERSISTENT_WITH_TTL, zp.CreateMode.PERSISTENT_SEQUENTIAL_WITH_TTL):
+        req = zp.Request(1, zp.OpCode.CREATE_TTL, zp.CreateTTLRequest("/no/parent/", b"", ACL, mode, ttl))
+        assert isinstance(to_op(req), zm.Malformed)
+
+
+def test_create_ttl_in_range_keeps_its_ttl() -> None:
+    req = zp.Request(1, zp.OpCode.CREATE_TTL, zp.CreateTTLRequest("/t", b"", ACL, zp.CreateMode.PERSISTENT_WITH_TTL, 5))
+    op = to_op(req)
+    assert isinstance(op, zm.Create) and op.ttl == 5
+
+
+def test_a_null_acl_id_reads_as_empty() -> None:
+    # kazoo writes the empty id of an ("auth", "") ACL as a null string (length -1); ZooKeeper
+    # ignores an auth ACL's id, so the create must reach the tree (INVALID_ACL or success there),
+    # not fail as BAD_ARGUMENTS.
+    acl = (zp.ACL(31, zp.Id("auth", None)),)
+    op = to_op(zp.Request(1, zp.OpCode.CREATE2, zp.CreateRequest("/k", b"v", acl, 0)))
     assert isinstance(op, zm.Create) and op.acl == ((31, "auth", ""),)
+    op = to_op(zp.Request(2, zp.OpCode.SET_ACL, zp.SetACLRequest("/k", acl, -1)))
+    assert isinstance(op, zm.SetACL) and op.acl == ((31, "auth", ""),)
 
 
-def test_reconfig_is_unimplemented_not_a_dropped_connection() -> None:
-    op = to_op(_decode(4, Reconfig(None, "3", None, -1)))
-    assert isinstance(op, zm.Unimplemented) and "reconfig" in op.what
+def _create_op(op: int, flags: int) -> zm.ClientOp:
+    return to_op(zp.Request(1, op, zp.CreateRequest("/c", b"", ACL, flags)))
+
+
+def test_the_opcode_not_the_flags_makes_a_container() -> None:
+    # ZooKeeper logs a CreateContainerTxn for createContainer whatever the flags, and a plain
+    # CreateTxn for create/create2 even with the container flag.
+    for flags, seq in ((zp.CreateMode.CONTAINER, False), (zp.CreateMode.PERSISTENT, False),
+                       (zp.CreateMode.PERSISTENT_SEQUENTIAL, True), (zp.CreateMode.EPHEMERAL, False)):
+        op = _create_op(zp.OpCode.CREATE_CONTAINER, flags)
+        assert isinstance(op, zm.Create) and op.container and not op.ephemeral and op.sequential == seq
+    for code in (zp.OpCode.CREATE, zp.OpCode.CREATE2):
+        op = _create_op(code, zp.CreateMode.CONTAINER)
+        assert isinstance(op, zm.Create) and not op.container and op.ttl == -1
+    for code in (zp.OpCode.CREATE, zp.OpCode.CREATE2, zp.OpCode.CREATE_CONTAINER):
+        assert isinstance(_create_op(code, zp.CreateMode.PERSISTENT_WITH_TTL), zm.Malformed)
+    plain = to_op(zp.Request(1, zp.OpCode.CREATE_TTL, zp.CreateTTLRequest("/t", b"", ACL, 0, 5000)))
+    assert isinstance(plain, zm.Malformed)
+
+
+def test_get_ephemerals_with_a_null_prefix_means_all() -> None:
+    # kazoo sends the prefix "" as a null string; ZooKeeper takes a blank prefix as "all".
+    op = to_op(zp.Request(1, zp.OpCode.GET_EPHEMERALS, zp.PathRequest(None)))  # type: ignore[arg-type]
+    assert op == zm.GetEphemerals("/")

@@ -91,7 +91,9 @@ class Result:
     when the request asked for the stat), set_data and set_acl → the new Stat,
     delete/delete_container/check → None, multi → a tuple of those per op, create_session →
     the timeout, close_session → the deleted ephemeral paths (sorted), sync → the path.
-    ``changes`` lists, in order and without repeats, the (path, event) pairs watches fire on.
+    ``changes`` lists, in order, the (path, event) pairs watches fire on: one per change,
+    repeats kept (a multi's two creates under one parent are two CHILD firings, and ZooKeeper
+    tells a persistent watch of each).
     ``error`` is set (and ``changes`` empty) for an error txn: the request failed on the leader.
     ``op`` is None only for a request that did not even decode.
     """
@@ -308,7 +310,7 @@ class DataTree:
             changes: list[Change] = []
             value = self._apply_body(body, z, rec.time_ms, rec.session_id, changes)
             result = Result(
-                z, _OP_OF[type(body)], rec.session_id, rec.time_ms, value, tuple(dict.fromkeys(changes))
+                z, _OP_OF[type(body)], rec.session_id, rec.time_ms, value, tuple(changes)
             )
         self._last_zxid = z
         self._processor.applied(z)
@@ -379,8 +381,8 @@ class DataTree:
         self._nodes[path] = node
         parent.children.add(name_of(path))
         parent.stat = replace(pst, cversion=b.parent_cversion, pzxid=z, num_children=pst.num_children + 1)
-        changes.append(Change(path, EventType.CREATED))
-        changes.append(Change(ppath, EventType.CHILD))
+        changes.append(Change(path, EventType.CREATED, node.acl))
+        changes.append(Change(ppath, EventType.CHILD, parent.acl))
         return (path, client_stat(node.stat)) if b.stat else path
 
     def _apply_delete(self, path: str, z: int, changes: list[Change]) -> None:
@@ -400,8 +402,8 @@ class DataTree:
                 owned.discard(path)
             self._containers.discard(path)
             self._ttls.discard(path)
-        changes.append(Change(path, EventType.DELETED))
-        changes.append(Change(ppath, EventType.CHILD))
+        changes.append(Change(path, EventType.DELETED, node.acl))
+        changes.append(Change(ppath, EventType.CHILD, parent.acl))
 
     def _apply_set_data(self, b: SetDataTxn, z: int, t: int, changes: list[Change]) -> Stat:
         node = self._nodes.get(b.path)
@@ -409,7 +411,7 @@ class DataTree:
             raise _corrupt(z, f"set_data of {b.path}: missing or version does not follow")
         node.data = b.data
         node.stat = replace(node.stat, mzxid=z, mtime=t, version=b.version, data_length=len(b.data))
-        changes.append(Change(b.path, EventType.CHANGED))
+        changes.append(Change(b.path, EventType.CHANGED, node.acl))
         return client_stat(node.stat)
 
     # -- snapshots ------------------------------------------------------------------------------

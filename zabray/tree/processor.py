@@ -292,11 +292,14 @@ class RequestProcessor:
         return 0
 
     def _create(self, op: Create, sid: int, auth: tuple[AuthId, ...], s: _Scratch) -> CreateTxn:
-        # The order of the checks is ZooKeeper's: mode, path, ACL, parent, CREATE permission,
-        # existence, ephemeral parent.
+        # The order of the checks is ZooKeeper's (pRequest2TxnCreate): mode, a path with no "/"
+        # or a NUL, ACL, parent, CREATE permission, then the whole path (sequential suffix
+        # included), existence, ephemeral parent. So "/d/./a" is NO_NODE (no parent "/d/.").
         path = op.path
         owner = self._owner(op, sid, path)
-        path = validate_path(path, sequential=op.sequential)
+        if type(path) is not str or "/" not in path or "\0" in path:
+            validate_path(path)  # raises BadArgumentsError naming what is wrong
+            raise BadArgumentsError(f"invalid path {path!r}", path=path)
         if path == ROOT and not op.sequential:
             raise NodeExistsError("/ already exists", path=path)
         self._data(op.data, path)
@@ -308,6 +311,7 @@ class RequestProcessor:
         acls.check(parent.acl, PERM_CREATE, auth, ppath)
         if op.sequential:
             path = f"{path}{parent.cversion:010d}"
+        validate_path(path)
         if s.node(path) is not None:
             raise NodeExistsError(f"{path} already exists", path=path)
         if kind_of(parent.ephemeral_owner) is Kind.EPHEMERAL:

@@ -4,7 +4,7 @@ the request processor reasons about."""
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +129,13 @@ class EventType(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Change:
+    """A watch fires on (``path``, ``event``). ``acl`` is the ACL of the znode the event is about
+    (the parent's for CHILD): ZooKeeper 3.8 tells a watcher only if its connection may READ it.
+    Not part of equality: two changes to one path are the same firing whatever the ACL."""
+
     path: str
     event: EventType
+    acl: tuple[ACL, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)

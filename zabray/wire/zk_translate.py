@@ -5,8 +5,8 @@ response records, pure.
 ``zabray.zk.messages`` request; a request the service cannot express becomes ``Malformed``
 (BAD_ARGUMENTS) or ``Unimplemented`` (UNIMPLEMENTED), never a silent success. ``to_response``
 turns a reply's value back into the opcode's response record. The mapping of create flags
-follows ZooKeeper 3.8's PrepRequestProcessor: container mode only through createContainer, TTL
-modes only through createTTL.
+follows ZooKeeper 3.8's PrepRequestProcessor: the opcode decides a container (createContainer
+makes one whatever its flags), TTL modes only through createTTL with a ttl in range.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from zabray.tree import Delete as TDelete
 from zabray.tree import SetData as TSetData
 from zabray.tree import ZooKeeperError, zk_code
 from zabray.tree.znode import ACL as TreeACL
+from zabray.tree.znode import TTL_MAX, signed64
 from zabray.tree.znode import Stat as TreeStat
-from zabray.tree.znode import signed64
 from zabray.wire import zkproto as zp
 from zabray.zk import messages as zm
 
@@ -52,14 +52,20 @@ def _create(op: int, rec: Any) -> TCreate:
         mode = zp.CreateMode(rec.flags)
     except ValueError:
         raise ValueError(f"create flags {rec.flags} name no create mode") from None
-    container = mode == zp.CreateMode.CONTAINER
-    if container != (op == zp.OpCode.CREATE_CONTAINER):
-        raise ValueError("container znodes are created with createContainer, and only they")
-    if mode.ttl != (op == zp.OpCode.CREATE_TTL):
-        raise ValueError("TTL znodes are created with createTTL, and only they")
-    ttl = int(rec.ttl) if mode.ttl else -1
-    return TCreate(rec.path, rec.data or b"", mode.ephemeral, mode.sequential, acl_in(rec.acl), container, ttl,
-                   op != zp.OpCode.CREATE)
+    # EphemeralType.validateTTL first: a TTL mode needs a ttl in 1..TTL_MAX (createTTL's, or -1
+    # for the other opcodes, so BAD_ARGUMENTS), createTTL with another mode is refused too.
+    ttl = int(rec.ttl) if op == zp.OpCode.CREATE_TTL else -1
+    if mode.ttl and not 0 < ttl <= TTL_MAX:
+        raise ValueError(f"a TTL create mode needs a ttl in 1..{TTL_MAX} ms (createTTL), got {ttl}")
+    if op == zp.OpCode.CREATE_TTL and not mode.ttl:
+        raise ValueError(f"createTTL needs a TTL create mode, got flags {rec.flags}")
+    # ZooKeeper logs the txn of the opcode, not of the flags: createContainer makes a container
+    # whatever its flags say (sequential still names it), create/create2 with the container flag
+    # a plain persistent znode.
+    container = op == zp.OpCode.CREATE_CONTAINER
+    ephemeral = mode.ephemeral and not container
+    return TCreate(rec.path, rec.data or b"", ephemeral, mode.sequential, acl_in(rec.acl), container,
+                   ttl if mode.ttl else -1, op != zp.OpCode.CREATE)
 
 
 def _sub_op(op: int, rec: Any) -> TCreate | TDelete | TSetData | TCheck:
@@ -117,7 +123,7 @@ def _to_op(op: int, b: Any) -> zm.ClientOp:
         case OC.GET_ALL_CHILDREN_NUMBER:
             return zm.GetAllChildrenNumber(b.path)
         case OC.GET_EPHEMERALS:
-            return zm.GetEphemerals(b.path)
+            return zm.GetEphemerals(b.path or "/")  # a null prefix (kazoo's "") means all, as blank does
         case OC.SYNC:
             return zm.Sync(b.path)
         case OC.MULTI:
@@ -199,6 +205,8 @@ def to_response(op: int, value: Any, sub_ops: tuple[int, ...] = ()) -> zp.Record
             return zp.CountResponse(int(value))
         case OC.SYNC:
             return zp.PathResponse(str(value))
+        case OC.ADD_WATCH:
+            return zp.ErrorResponse(0)
         case OC.WHO_AM_I:
             return zp.WhoAmIResponse(tuple(zp.ClientInfo(s, u) for s, u in value))
         case OC.MULTI:

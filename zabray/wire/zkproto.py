@@ -623,7 +623,7 @@ RESPONSES: dict[int, type[Record] | None] = {
     OpCode.AUTH: None,
     OpCode.SET_WATCHES: None,
     OpCode.SET_WATCHES2: None,
-    OpCode.ADD_WATCH: None,
+    OpCode.ADD_WATCH: ErrorResponse,  # ZooKeeper answers ErrorResponse(0); its Java client reads it
     OpCode.CHECK_WATCHES: None,
     OpCode.REMOVE_WATCHES: None,
 }

@@ -19,7 +19,8 @@ A write whose fate became unknown (``TxnFailed``, uncertain: the core left broad
 its connection instead of being answered: nothing more of that session is served here.
 
 Watches. Registered by reads per session; fired on ``TxnDelivered`` as ``WatchFired`` on the
-session's connection, before the answer to any read run afterwards. One-shot. A connection's
+session's connection, before the answer to any read run afterwards, if that connection may
+READ the znode (ZooKeeper 3.8's rule; the watch is used up either way). One-shot. A connection's
 watches go with it; a moving client re-registers them with its last seen zxid and those whose
 change it missed fire at once (ZooKeeper's SetWatches).
 
@@ -42,6 +43,8 @@ from typing import Any
 
 from zabray.tree import AuthId, DataTree, OpCode, Result, ZooKeeperError, authenticate
 from zabray.tree import ops as tops
+from zabray.tree.acl import allowed as acl_allowed
+from zabray.tree.znode import PERM_READ
 from zabray.zk import reads
 from zabray.zk.messages import (
     AddAuth,
@@ -390,7 +393,9 @@ class ZkService:
         except ZooKeeperError as x:
             error = ErrorInfo(x.code, x.message, x.path, x.index)
             e.close_after = x.code == "AUTH_FAILED"
-        except (IndexError, TypeError, ValueError) as x:
+        except (AttributeError, IndexError, TypeError, ValueError) as x:
+            # A field of the wrong type (a null string from the wire): answered, never raised out
+            # of the step, which would leave this entry unanswered and drop the connection.
             error = ErrorInfo("BAD_ARGUMENTS", f"bad {type(op).__name__} request: {x}")
         e.reply = Reply(st.conn, e.xid, tree.last_zxid, error, value)
 
@@ -460,7 +465,8 @@ class ZkService:
         for ch in result.changes:
             for f in self.watches.fire(ch.path, ch.event):
                 st = self.by_session.get(f.session)
-                if st is not None:
+                # ZooKeeper 3.8 consumes the watch but tells only a watcher that may READ the znode.
+                if st is not None and acl_allowed(ch.acl, PERM_READ, st.auth):
                     self._send_event(st, f.kind, f.path, f.event, z)
 
     # -- time, roles and the session tracker -------------------------------------------------------

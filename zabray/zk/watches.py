@@ -3,9 +3,10 @@
 The rules are ZooKeeper 3.8's (DataTree and WatchManager):
 
 - Two tables, data and child. getData/exists register a one-shot watch in the data table,
-  getChildren one in the child table. ``addWatch`` PERSISTENT registers in both tables and is
-  never consumed; PERSISTENT_RECURSIVE registers in the data table only and also watches every
-  descendant. One mode per (session, path, table): the latest registration wins (3.8's
+  getChildren one in the child table. ``addWatch`` registers in both tables (3.8's
+  DataTree.addWatch, whatever the mode) and is never consumed; PERSISTENT_RECURSIVE also watches
+  every descendant. So checkWatches/removeWatches of CHILDREN find a recursive watch too, and
+  removing one table's entry leaves the other. One mode per (session, path, table): the latest registration wins (3.8's
   WatcherModeManager).
 - A change fires one table at a time, each session at most once per firing: create ->
   data(path, CREATED) and child(parent, CHILD); set -> data(path, CHANGED); delete ->
@@ -91,11 +92,9 @@ class WatchTables:
 
     def add_watch(self, path: str, sid: int, recursive: bool) -> None:
         """ZooKeeper's addWatch: a persistent watch, optionally on the whole subtree."""
-        if recursive:
-            self._add(self.data, path, sid, WatchMode.RECURSIVE)
-        else:
-            self._add(self.data, path, sid, WatchMode.PERSISTENT)
-            self._add(self.child, path, sid, WatchMode.PERSISTENT)
+        mode = WatchMode.RECURSIVE if recursive else WatchMode.PERSISTENT
+        self._add(self.data, path, sid, mode)
+        self._add(self.child, path, sid, mode)
 
     # -- looking up and removing ---------------------------------------------------------------
 

@@ -1,0 +1,27 @@
+"""ZooKeeper requests as kazoo writes them, through the pure adapter (no server, no sockets)."""
+
+from __future__ import annotations
+
+import struct
+
+from kazoo.protocol.serialization import Create, Reconfig
+from kazoo.security import ACL, Id
+
+from zabray.wire import zkproto as zp
+from zabray.wire.zk_translate import to_op
+from zabray.zk import messages as zm
+
+
+def _decode(xid: int, request: object) -> zp.Request:
+    return zp.decode_request(struct.pack(">ii", xid, request.type) + request.serialize())  # type: ignore[attr-defined]
+
+
+def test_auth_scheme_with_kazoo_null_id_is_the_empty_id() -> None:
+    # kazoo writes Id("auth", "") with a null id; the service must see "", not None.
+    op = to_op(_decode(3, Create("/a", b"", [ACL(31, Id("auth", ""))], 0)))
+    assert isinstance(op, zm.Create) and op.acl == ((31, "auth", ""),)
+
+
+def test_reconfig_is_unimplemented_not_a_dropped_connection() -> None:
+    op = to_op(_decode(4, Reconfig(None, "3", None, -1)))
+    assert isinstance(op, zm.Unimplemented) and "reconfig" in op.what
