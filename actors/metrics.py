@@ -118,8 +118,7 @@ class ReplicaMetrics:
         role = getattr(node, "role", None)
         outstanding = role._outstanding() if role is not None and hasattr(role, "_outstanding") else 0
         zk = getattr(server.service, "svc", None)  # the pure ZooKeeper service, when hosted
-        watches = (sum(len(v) for v in zk.data_watches.values()) + sum(len(v) for v in zk.child_watches.values())
-                   if zk is not None and hasattr(zk, "data_watches") else 0)
+        watches = zk.watches.count() if zk is not None else 0
         return {
             "commits": int(server.stats.get("delivered", 0)),
             "commits_per_s": round(self._rate, 1),
