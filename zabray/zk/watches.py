@@ -24,6 +24,7 @@ import enum
 from dataclasses import dataclass
 
 from zabray.tree import DataTree, EventType
+from zabray.wire.zkproto import WatcherType
 
 
 class WatchMode(enum.Enum):
@@ -32,14 +33,8 @@ class WatchMode(enum.Enum):
     RECURSIVE = 2
 
 
-class WatchKind(enum.IntEnum):
-    """What checkWatches/removeWatches name (ZooKeeper's WatcherType values)."""
-
-    CHILDREN = 1
-    DATA = 2
-    ANY = 3
-    PERSISTENT = 4
-    PERSISTENT_RECURSIVE = 5
+WatchKind = WatcherType
+"""What checkWatches/removeWatches name: ZooKeeper's WatcherType, from the codec."""
 
 
 @dataclass(frozen=True, slots=True)
