@@ -15,7 +15,7 @@ from tests.ensemble.conftest import wait_until
 from tests.histories.test_real_runs import ray_cluster, start_zk
 from zabray.histories import HistoryRecorder
 from zabray.pipeline.session_guarantees import check_sessions
-from zabray.session import ConnectionLossError
+from zabray.session import ConnectionLossError, Session
 
 pytestmark = pytest.mark.ray
 
@@ -26,25 +26,28 @@ def ray_env() -> Iterator[None]:
 
 
 def test_a_read_that_goes_back_in_time_after_a_move_is_caught(ray_env: None, tmp_path: Path) -> None:
-    ens = start_zk(tmp_path)
+    # `far` will see every proposal 5 s late; a sync limit of 10 s keeps it in broadcast meanwhile.
+    ens = start_zk(tmp_path, sync_limit=500)
     rec = HistoryRecorder(None, "planted-move")
     try:
         leader = ens.wait_for_leader(60)
         near, far = [s for s in (1, 2, 3) if s != leader]
         with ens.session(timeout=5, replica=leader) as s0:
             s0.create("/k", b"v0")
-        sessions = [ens.session(timeout=5, replica=near) for _ in range(10)]
+        # The sessions know only `near` and `far`: when `near` dies, every one of them moves to `far`.
+        addrs = {s: a for s, a in ens._addresses().items() if s in (near, far)}
+        sessions = [Session(ens.name, addrs, timeout=10, replica=near) for _ in range(10)]
         z = max(s.sync("/") for s in sessions)
         # Every replica knows every session before `far` falls behind.
         wait_until(lambda: all(int(r.last_zxid) >= z for r in ens.status()), 60, "every replica has the sessions")
-        # `far` stays in broadcast but sees every proposal 800 ms late (its leader timeout is 1 s).
-        ens.delay([leader], [far], 800)
+        ens.delay([leader], [far], 5000)
         for i, s in enumerate(sessions):
             name = f"s-{s.session_id:x}"
             p = rec.invoke(name, "/k", "write", value=f"v{i + 1}")
             stat = s.set("/k", f"v{i + 1}".encode())
             rec.complete(p, "ok", result_version=stat.version, zxid=stat.mzxid)
-        ens.kill(near)  # every session moves: to the leader, or to `far`, which is behind them
+        ens.kill(near)  # every session moves to `far`, which has not yet seen their writes
+        wait_until(lambda: all(s.connected_to == far for s in sessions), 30, "every session moved to far")
 
         async def read(s: object) -> None:
             name = f"s-{s.session_id:x}"  # type: ignore[attr-defined]
@@ -62,6 +65,7 @@ def test_a_read_that_goes_back_in_time_after_a_move_is_caught(ray_env: None, tmp
             await asyncio.gather(*(read(s) for s in sessions))
 
         asyncio.run(read_all())
+        ens.heal()  # each close commits through `far` now: no 5 s lag for it
         for s in sessions:
             s.close()
     finally:

@@ -47,10 +47,10 @@ def ray_env() -> Iterator[None]:
     yield from ray_cluster()
 
 
-def start_zk(tmp_path: Path) -> Ensemble:
+def start_zk(tmp_path: Path, **overrides: Any) -> Ensemble:
     name = f"h-{os.getpid()}-{time.monotonic_ns() % 10**8}"
     ens = Ensemble.start(3, 0, name=name, data_dir=str(tmp_path / "data"), run_dir=str(tmp_path / "run"),
-                         service="zookeeper", trace=False)
+                         service="zookeeper", trace=False, **overrides)
     ens.wait_for_leader(60)
     return ens
 
