@@ -157,7 +157,7 @@ def test_slow_fsync_delays_and_oneway_partitions_stay_safe_and_a_connected_quoru
 
 SHORT_MIXED = {
     "random": {
-        "steps": 20, "interval": [0.05, 0.2], "hold": [0.2, 0.5],
+        "steps": 12, "interval": [0.05, 0.2], "hold": [0.2, 0.5],
         "mix": {"kill": 3, "pause": 1, "partition": 2, "oneway": 1, "delay": 1, "cut": 2, "crash-point": 3,
                 "slow-fsync": 1, "lose-unsynced": 1, "fsync-fail": 1},
         "targets": ["leader", "follower", "minority", "random"],
@@ -174,7 +174,7 @@ def test_a_seeded_schedule_of_mixed_faults_loses_nothing_and_replays_the_same_fa
         wl = Workload(ens, in_flight=50).start()
         prog = ens.run_schedule(SHORT_MIXED, seed=11, timeout=300)
         result = wl.stop()
-        assert len(prog["log"]) == 20
+        assert len(prog["log"]) == 12
         runs.append([(e["fault"], e["role"], e["point"]) for e in prog["log"]])
         healthy_after(ens, result)
     assert runs[0] == runs[1]
