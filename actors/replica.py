@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from actors.clientport import ClientConn
 from actors.faultpoints import PERSIST_KIND_OF, ReplicaFaults
 from actors.metrics import ReplicaMetrics
 from actors.services import BroadcastService, HostedService, ZooKeeperService
@@ -29,12 +30,10 @@ from actors.zkport import ZkClientConn, environment, safe_config
 from storage.base import apply_persists
 from storage.disk import DiskStore
 from storage.fsutil import atomic_write, read_file
-from zabray import clientproto as cp
 from zabray import tls, trace
-from zabray.auth import CLIENT, Acceptor, AuthFailed, Secret, is_auth_frame
+from zabray.auth import AuthFailed, Secret
 from zabray.config import EnsembleConfig
-from zabray.errors import CodecError, StorageError, ZabError
-from zabray.framing import FrameDecoder, FrameEncoder
+from zabray.errors import StorageError, ZabError
 from zabray.protocol.actions import (
     Action,
     Close,
@@ -61,7 +60,6 @@ from zabray.protocol.messages import Diff, PeerState, Snap, Trunc
 from zabray.protocol.node import Node
 from zabray.wire.four_letter import AdminView, parse_words
 from zabray.wire.zkserver import password_key
-from zabray.zk import bespoke
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +115,7 @@ class ReplicaServer:
         self._io = ThreadPoolExecutor(1, thread_name_prefix=f"zab-io-{sid}")
         self._tasks: list[asyncio.Task[None]] = []
         self._client_server: asyncio.base_events.Server | None = None
-        self._clients: set[_ClientConn] = set()
+        self._clients: set[ClientConn] = set()
         self._zk_server: asyncio.base_events.Server | None = None
         self._zk_clients: set[ZkClientConn] = set()
         self._trace: trace.TraceWriter | None = None
@@ -155,7 +153,7 @@ class ReplicaServer:
         qport = await self.transport.start()
         cport = self.cfg.client_port + self.sid if self.cfg.client_port else 0
         client_ssl = tls.server_context(self.cfg, require_client_cert=self.cfg.tls_client_certs)
-        self._client_server = await loop.create_server(lambda: _ClientConn(self), self.cfg.host, cport,
+        self._client_server = await loop.create_server(lambda: ClientConn(self), self.cfg.host, cport,
                                                        ssl=client_ssl, ssl_handshake_timeout=10 if client_ssl else None)
         cport = self._client_server.sockets[0].getsockname()[1]
         host = advertised_host(self.cfg.host)
@@ -423,7 +421,7 @@ class ReplicaServer:
         n = self.node
         return [(int(t.zxid), trace.digest(t.value)) for t in n.history.after(max(after, n.history.base), n.applied)]
 
-    def client_auth_failed(self, conn: _ClientConn, err: AuthFailed) -> None:
+    def client_auth_failed(self, conn: ClientConn, err: AuthFailed) -> None:
         """Count a client that failed to prove the secret; log it once per host."""
         self.stats["client_auth_failures"] += 1
         peer = conn.transport.get_extra_info("peername") if conn.transport is not None else None
@@ -488,102 +486,6 @@ def _role(node: Node) -> tuple[bool, bool]:
     serving = node.role.phase_name() == "broadcast" and node.state in (
         PeerState.LEADING, PeerState.FOLLOWING, PeerState.OBSERVING)
     return serving, serving and node.state == PeerState.LEADING
-
-
-class _ClientConn(asyncio.Protocol):
-    """One client connection: a handshake frame, then pipelined requests answered out of order."""
-
-    def __init__(self, server: ReplicaServer) -> None:
-        self.server = server
-        self.decoder = FrameDecoder()
-        self.encoder = FrameEncoder()
-        self.greeted = False
-        self.hello = b""  # the client handshake's bytes: the context its proof is bound to
-        self.auth: Acceptor | None = None
-        self.authed = False  # proved the ensemble secret: broadcast requests are allowed
-        self.transport: asyncio.Transport | None = None
-        self._flush_pending = False
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        self.server._clients.add(self)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.server._clients.discard(self)
-        self.transport = None
-        self.server.service.conn_lost(self)
-
-    def data_received(self, data: bytes) -> None:
-        try:
-            for payload in self.decoder.feed(data):
-                if not self.greeted:
-                    cp.check_handshake(payload, self.server.ensemble)
-                    self.greeted = True
-                    self.hello = payload
-                    continue
-                if self._auth_step(payload):
-                    continue
-                req = cp.decode_request(payload)
-                if not self.authed and self.server.secret is not None and not isinstance(req, cp.ZkReq):
-                    raise AuthFailed("broadcast requests need the ensemble secret (authenticate first)")
-                if isinstance(req, cp.StatusReq):
-                    self.send(cp.StatusRep(req.rid, self.server.status()))
-                else:
-                    self.server._run(self.server.service.client(self, req))
-                if self.transport is None:
-                    return
-        except AuthFailed as e:
-            self.server.client_auth_failed(self, e)
-            self.close()
-        except CodecError as e:
-            self.server.stats["bad_client_frames"] += 1
-            log.warning("replica %d: dropping client connection: %s", self.server.sid, e)
-            self.close()
-
-    def _auth_step(self, payload: bytes) -> bool:
-        """HELLO or PROOF of the client's membership proof (``zabray.auth``): True if consumed.
-        ZooKeeper sessions never send one; their requests are governed by ZooKeeper's own rules."""
-        secret = self.server.secret
-        if secret is None or self.authed:
-            return False
-        if self.auth is None:
-            if not is_auth_frame(payload):
-                return False
-            self.auth = Acceptor(secret, CLIENT + self.hello, os.urandom(32))
-            self.encoder.add_payload(self.auth.challenge(payload))
-            self._flush()
-            return True
-        self.auth.verify(payload)
-        self.auth = None
-        self.authed = True
-        return True
-
-    def eof_received(self) -> bool:
-        return False
-
-    def deliver(self, action: Any) -> None:
-        self.send(bespoke.frame(action))
-
-    def hang_up(self) -> None:
-        self.close()
-
-    def send(self, msg: Any) -> None:
-        if self.transport is None:
-            return
-        self.encoder.add_payload(cp.encode(msg))
-        if not self._flush_pending:
-            self._flush_pending = True
-            asyncio.get_running_loop().call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._flush_pending = False
-        if self.transport is not None and len(self.encoder):
-            self.transport.write(bytes(self.encoder.take()))
-
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.abort()
-            self.transport = None
 
 
 class ReplicaActor:

@@ -27,7 +27,7 @@ from zabray.zk import ZkService, bespoke
 from zabray.zk import messages as zm
 
 if TYPE_CHECKING:
-    from actors.replica import _ClientConn
+    from actors.clientport import ClientConn
 
 
 class ServiceConn(Protocol):
@@ -41,7 +41,7 @@ class HostedService(Protocol):
     app: Any
     """The core's state machine (None: the core's own value log)."""
 
-    def client(self, conn: _ClientConn, req: cp.SubmitReq | cp.ZkReq) -> list[Event]: ...
+    def client(self, conn: ClientConn, req: cp.SubmitReq | cp.ZkReq) -> list[Event]: ...
     def core(self, actions: list[Action], serving: bool, leading: bool) -> list[Event]: ...
     def tick(self, serving: bool, leading: bool) -> list[Event]: ...
     def conn_lost(self, conn: ServiceConn) -> None: ...
@@ -54,10 +54,10 @@ class BroadcastService:
     def __init__(self, stats: dict[str, int]) -> None:
         self.app = None
         self.stats = stats
-        self._pending: dict[int, tuple[_ClientConn, int]] = {}
+        self._pending: dict[int, tuple[ClientConn, int]] = {}
         self._next_rid = 1
 
-    def client(self, conn: _ClientConn, req: cp.SubmitReq | cp.ZkReq) -> list[Event]:
+    def client(self, conn: ClientConn, req: cp.SubmitReq | cp.ZkReq) -> list[Event]:
         if isinstance(req, cp.ZkReq):
             conn.send(bespoke.error_reply(req.rid, 0, "BAD_ARGUMENTS", "this ensemble runs service: broadcast"))
             return []
@@ -141,7 +141,7 @@ class ZooKeeperService:
                     conn.deliver(a)
         return events
 
-    def client(self, conn: _ClientConn, req: cp.SubmitReq | cp.ZkReq) -> list[Event]:
+    def client(self, conn: ClientConn, req: cp.SubmitReq | cp.ZkReq) -> list[Event]:
         if isinstance(req, cp.SubmitReq):
             conn.send(cp.FailedRep(req.rid, "this ensemble runs service: zookeeper (use a session)", False))
             return []

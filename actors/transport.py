@@ -37,242 +37,40 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import socket
 import ssl
 from collections.abc import Callable
-from typing import Any
 
+from actors.peer_conn import (
+    CHAN_LEADER,
+    CHAN_LEARNER,
+    ELECT_IN,
+    ELECT_OUT,
+    LEADER_TO_LEARNER,
+    LEARNER_TO_LEADER,
+    PENDING,
+    PeerConn,
+)
 from zabray.auth import PEER, Acceptor, AuthFailed, Connector, Secret
 from zabray.errors import CodecError, ConfigError
 from zabray.framing import (
     DEFAULT_MAX_FRAME,
     KIND_CHANNEL,
     KIND_ELECTION,
-    FrameDecoder,
-    FrameEncoder,
     Handshake,
     decode_handshake,
     frame,
 )
-from zabray.protocol.codec import decode, encode
-from zabray.protocol.events import ChannelClosed, ChannelId, Event, Notified, Received
+from zabray.protocol.codec import encode
+from zabray.protocol.events import ChannelClosed, ChannelId, Event, Notified
 from zabray.protocol.messages import (
-    Ack,
-    AckEpoch,
-    AckNewLeader,
-    Commit,
-    Diff,
-    FollowerInfo,
-    Inform,
-    LeaderInfo,
     Message,
-    NewLeader,
     Notification,
-    ObserverInfo,
-    Ping,
-    Proposal,
-    Request,
-    Snap,
-    Touch,
-    Trunc,
-    UpToDate,
 )
 
 log = logging.getLogger(__name__)
 
-LEARNER_TO_LEADER: frozenset[type[Message]] = frozenset(
-    {FollowerInfo, ObserverInfo, AckEpoch, AckNewLeader, Ack, Ping, Request, Touch}
-)
-"""Packets a learner may send on a channel; anything else arriving at the leader drops it."""
-LEADER_TO_LEARNER: frozenset[type[Message]] = frozenset(
-    {LeaderInfo, Diff, Trunc, Snap, NewLeader, UpToDate, Proposal, Commit, Inform, Ping}
-)
-"""Packets a leader may send on a channel; anything else arriving at the learner drops it."""
-
 _ELECTION_BACKLOG = 1 << 20
 """Bytes of notifications buffered for one unwritable election connection before new ones drop."""
-_LINGER = 5.0
-"""Seconds a connection we closed may spend flushing what was queued before it is aborted."""
-
-# Connection roles.
-_PENDING = 0  # accepted, handshake not yet read
-_CHAN_LEARNER = 1  # outbound channel (we are the learner)
-_CHAN_LEADER = 2  # accepted channel (we are the leader)
-_ELECT_OUT = 3  # outbound election connection (we send notifications)
-_ELECT_IN = 4  # accepted election connection (we receive notifications)
-
-
-class _Conn(asyncio.Protocol):
-    """One TCP connection. Owned by a ``PeerTransport``; all state changes go through it."""
-
-    def __init__(self, owner: PeerTransport, role: int, peer: int = -1, channel: ChannelId | None = None):
-        self.owner = owner
-        self.role = role
-        self.peer = peer  # sid of the other end; -1 until the handshake names it
-        self.channel = channel
-        self.transport: asyncio.Transport | None = None
-        self.decoder = FrameDecoder(owner.max_frame)
-        self.out = FrameEncoder(owner.max_frame)
-        self.closed = False  # set once, by whoever ends the connection first
-        self.announced = False  # leader side: a Received was delivered for this channel
-        self.flush_scheduled = False
-        self.paused = False
-        self.connect_task: asyncio.Task[Any] | None = None
-        self.hs_timer: asyncio.TimerHandle | None = None
-        self.hs: Handshake | None = None  # acceptor: the handshake read, admitted once authenticated
-        self.auth: Connector | Acceptor | None = None  # the exchange in progress, if any
-        self.authed = True  # connector: False until the acceptor proved it holds the secret
-        self.greeting = b""  # connector: handshake and HELLO frames, written first
-
-    # -- asyncio.Protocol ------------------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        if self.closed:
-            transport.abort()
-            return
-        self.transport = transport
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:  # not TCP (tests over other sockets) or already closing
-                pass
-        if self.role == _PENDING:
-            self.owner._accepted(self)
-            return
-        if self.greeting:
-            transport.write(self.greeting)
-            self.greeting = b""
-            self.owner._await_challenge(self)
-        if len(self.out):
-            self.flush()
-
-    def data_received(self, data: bytes) -> None:
-        if self.closed:
-            return
-        owner = self.owner
-        stats = owner.stats
-        stats["bytes_in"] += len(data)
-        try:
-            payloads = self.decoder.feed(data)
-        except CodecError as e:
-            owner._malformed(self, e)
-            return
-        if not payloads:
-            return
-        stats["frames_in"] += len(payloads)
-        start = 0
-        n = len(payloads)
-        while self.role == _PENDING and start < n:  # handshake, then HELLO and PROOF with a secret
-            owner._handshake(self, payloads[start])
-            if self.closed:
-                return
-            start += 1
-        if not self.authed and start < n:  # connector: the acceptor's CHALLENGE comes first
-            owner._challenged(self, payloads[start])
-            if self.closed:
-                return
-            start += 1
-        if start == n or self.role == _PENDING:
-            return
-        role = self.role
-        emit = owner._emit
-        try:
-            if role == _CHAN_LEADER or role == _CHAN_LEARNER:
-                allowed = LEARNER_TO_LEADER if role == _CHAN_LEADER else LEADER_TO_LEARNER
-                channel = self.channel
-                assert channel is not None
-                for i in range(start, len(payloads)):
-                    msg = decode(payloads[i])
-                    if type(msg) not in allowed:
-                        raise CodecError(f"{type(msg).NAME} does not belong on this side of a channel")
-                    self.announced = True
-                    emit(Received(channel, msg))
-                    if self.closed:  # the handler closed it (or blocked the peer): stop here
-                        return
-            elif role == _ELECT_IN:
-                peer = self.peer
-                for i in range(start, len(payloads)):
-                    msg = decode(payloads[i])
-                    if type(msg) is not Notification:
-                        raise CodecError(f"{type(msg).NAME} does not belong on an election connection")
-                    if msg.sender != peer:
-                        raise CodecError(f"notification claims sender {msg.sender}, handshake said {peer}")
-                    emit(Notified(peer, msg))
-                    if self.closed:
-                        return
-            else:  # nothing is ever sent to the connecting side of an election connection
-                raise CodecError("unexpected data on an outbound election connection")
-        except CodecError as e:
-            owner._malformed(self, e)
-        except Exception as e:  # a decoder bug must not take the loop down: treat as malformed
-            log.exception("unexpected error decoding from sid %s", self.peer)
-            owner._malformed(self, CodecError(repr(e)))
-
-    def eof_received(self) -> bool:
-        if not self.closed:
-            try:
-                self.decoder.check_eof()
-            except CodecError as e:
-                self.owner._malformed(self, e)
-        return False  # close our side too; connection_lost follows
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.closed:
-            self.owner._lost(self, exc)
-
-    def pause_writing(self) -> None:
-        self.paused = True
-
-    def resume_writing(self) -> None:
-        self.paused = False
-        if len(self.out) and not self.closed:
-            self.flush()
-
-    # -- output ----------------------------------------------------------------------------------
-
-    def schedule_flush(self) -> None:
-        if not self.flush_scheduled:
-            self.flush_scheduled = True
-            self.owner._loop.call_soon(self.flush)
-
-    def flush(self) -> None:
-        """Write everything queued in one ``write``; a no-op until connected or while paused."""
-        self.flush_scheduled = False
-        t = self.transport
-        if self.closed or t is None or self.paused or not self.authed:
-            return
-        n = self.out.pending_frames
-        data = self.out.take()
-        if data:
-            t.write(data)
-            stats = self.owner.stats
-            stats["frames_out"] += n
-            stats["bytes_out"] += len(data)
-            stats["writes"] += 1
-
-    def shut(self, graceful: bool) -> None:
-        """End the connection without any event; ``graceful`` writes what is queued first."""
-        if self.closed:
-            return
-        self.closed = True
-        if self.hs_timer is not None:
-            self.hs_timer.cancel()
-        if self.connect_task is not None and not self.connect_task.done():
-            self.connect_task.cancel()
-        t = self.transport
-        if t is not None:
-            if graceful:
-                data = self.out.take()
-                if data:
-                    t.write(data)
-                t.close()
-                # A peer that stops reading must not pin the connection (and its buffer) forever.
-                self.owner._loop.call_later(_LINGER, t.abort)
-            else:
-                t.abort()
-
 
 class PeerTransport:
     """One replica's TCP endpoint: accepts channels (as leader) and election connections, opens
@@ -309,16 +107,16 @@ class PeerTransport:
         self.ssl_client = ssl_client
         self._auth_logged: set[str] = set()  # peer hosts already logged for a failed proof
         self._on_event = on_event
-        self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by start()
+        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by start()
         self._server: asyncio.base_events.Server | None = None
         self._addrs: dict[int, tuple[str, int]] = {}
         self._blocked: set[int] = set()
-        self._channels: dict[ChannelId, _Conn] = {}
+        self._channels: dict[ChannelId, PeerConn] = {}
         self._learner_channel: dict[int, ChannelId] = {}  # leader side: each learner's live channel
         self._latest: dict[int, tuple[int, int]] = {}  # leader side: highest (incarnation, iteration)
-        self._elect_out: dict[int, _Conn] = {}
-        self._elect_in: dict[int, _Conn] = {}
-        self._pending: set[_Conn] = set()  # accepted, handshake not read yet
+        self._elect_out: dict[int, PeerConn] = {}
+        self._elect_in: dict[int, PeerConn] = {}
+        self._pending: set[PeerConn] = set()  # accepted, handshake not read yet
         self._closing: dict[ChannelId, ChannelClosed] = {}  # ChannelClosed owed on a later turn
         self._running = False
         self.stats: dict[str, int] = dict.fromkeys(
@@ -351,9 +149,9 @@ class PeerTransport:
         """Listen on (host, port); returns the bound port (useful with port 0)."""
         if self._running:
             raise ConfigError("transport already started")
-        self._loop = asyncio.get_running_loop()
-        self._server = await self._loop.create_server(
-            lambda: _Conn(self, _PENDING), self.host, self.port, reuse_address=True, backlog=128,
+        self.loop = asyncio.get_running_loop()
+        self._server = await self.loop.create_server(
+            lambda: PeerConn(self, PENDING), self.host, self.port, reuse_address=True, backlog=128,
             ssl=self.ssl_server, ssl_handshake_timeout=self.handshake_timeout if self.ssl_server else None,
         )
         self.port = self._server.sockets[0].getsockname()[1]
@@ -386,7 +184,7 @@ class PeerTransport:
             except asyncio.TimeoutError:
                 log.warning("sid %s: server did not close within 5 s", self.sid)
 
-    def _all_conns(self) -> list[_Conn]:
+    def _all_conns(self) -> list[PeerConn]:
         return [*self._channels.values(), *self._elect_out.values(), *self._elect_in.values(), *self._pending]
 
     # -- configuration and fault hooks -----------------------------------------------------------
@@ -429,7 +227,7 @@ class PeerTransport:
         if channel in self._channels:
             log.warning("sid %s: %s is already open", self.sid, channel)
             return
-        conn = _Conn(self, _CHAN_LEARNER, channel.leader, channel)
+        conn = PeerConn(self, CHAN_LEARNER, channel.leader, channel)
         self._greet(conn, Handshake(self.ensemble, self.sid, KIND_CHANNEL, channel).encode())
         self._channels[channel] = conn
         self.stats["channels_opened"] += 1
@@ -450,7 +248,7 @@ class PeerTransport:
         if conn is None or conn.closed:
             self.stats["sends_dropped"] += 1
             return
-        allowed = LEADER_TO_LEARNER if conn.role == _CHAN_LEADER else LEARNER_TO_LEADER
+        allowed = LEADER_TO_LEARNER if conn.role == CHAN_LEADER else LEARNER_TO_LEADER
         if type(msg) not in allowed:
             raise ConfigError(f"{type(msg).__name__} cannot be sent on {channel} by sid {self.sid}")
         try:
@@ -482,7 +280,7 @@ class PeerTransport:
             self.stats["notes_dropped"] += 1
             return
         if to == self.sid:  # loopback, on a later turn like any other delivery
-            self._loop.call_soon(self._emit, Notified(self.sid, note))
+            self.loop.call_soon(self.emit, Notified(self.sid, note))
             self.stats["notes_sent"] += 1
             return
         conn = self._elect_out.get(to)
@@ -491,7 +289,7 @@ class PeerTransport:
             if addr is None:
                 self.stats["notes_dropped"] += 1
                 return
-            conn = _Conn(self, _ELECT_OUT, to)
+            conn = PeerConn(self, ELECT_OUT, to)
             self._greet(conn, Handshake(self.ensemble, self.sid, KIND_ELECTION).encode())
             self._elect_out[to] = conn
             self._connect(conn, addr)
@@ -504,7 +302,7 @@ class PeerTransport:
 
     # -- internals -------------------------------------------------------------------------------
 
-    def _emit(self, event: Event) -> None:
+    def emit(self, event: Event) -> None:
         if not self._running:
             return
         try:
@@ -512,14 +310,14 @@ class PeerTransport:
         except Exception:
             log.exception("sid %s: on_event raised on %r", self.sid, type(event).__name__)
 
-    def _connect(self, conn: _Conn, addr: tuple[str, int]) -> None:
-        conn.connect_task = self._loop.create_task(self._do_connect(conn, addr))
+    def _connect(self, conn: PeerConn, addr: tuple[str, int]) -> None:
+        conn.connect_task = self.loop.create_task(self._do_connect(conn, addr))
 
-    async def _do_connect(self, conn: _Conn, addr: tuple[str, int]) -> None:
+    async def _do_connect(self, conn: PeerConn, addr: tuple[str, int]) -> None:
         self.stats["connects"] += 1
         try:
             await asyncio.wait_for(
-                self._loop.create_connection(lambda: conn, addr[0], addr[1], ssl=self.ssl_client),
+                self.loop.create_connection(lambda: conn, addr[0], addr[1], ssl=self.ssl_client),
                 self.connect_timeout,
             )
         except asyncio.CancelledError:
@@ -531,28 +329,28 @@ class PeerTransport:
             log.info(
                 "sid %s: cannot connect to sid %s at %s:%s: %s", self.sid, conn.peer, addr[0], addr[1], e
             )
-            self._lost(conn, e)
+            self.conn_lost(conn, e)
 
-    def _accepted(self, conn: _Conn) -> None:
+    def conn_accepted(self, conn: PeerConn) -> None:
         self.stats["accepted"] += 1
         if not self._running:
             conn.shut(graceful=False)
             return
         self._pending.add(conn)
-        conn.hs_timer = self._loop.call_later(self.handshake_timeout, self._handshake_timeout, conn)
+        conn.hs_timer = self.loop.call_later(self.handshake_timeout, self._handshake_timeout, conn)
 
-    def _handshake_timeout(self, conn: _Conn) -> None:
-        if conn.role == _PENDING and not conn.closed:
+    def _handshake_timeout(self, conn: PeerConn) -> None:
+        if conn.role == PENDING and not conn.closed:
             self._refuse(conn, f"no handshake within {self.handshake_timeout:.1f} s", logging.WARNING)
 
-    def _refuse(self, conn: _Conn, why: str, level: int) -> None:
+    def _refuse(self, conn: PeerConn, why: str, level: int) -> None:
         self.stats["refused_handshakes"] += 1
         peer = conn.transport.get_extra_info("peername") if conn.transport is not None else None
         log.log(level, "sid %s: refused connection from %s (sid %s): %s", self.sid, peer, conn.peer, why)
         self._pending.discard(conn)
         conn.shut(graceful=False)
 
-    def _greet(self, conn: _Conn, handshake: bytes) -> None:
+    def _greet(self, conn: PeerConn, handshake: bytes) -> None:
         """Connector: queue the handshake (and, with a secret, the HELLO; nothing else is
         written until the acceptor's CHALLENGE proves it holds the secret)."""
         if self.secret is None:
@@ -563,16 +361,16 @@ class PeerTransport:
         conn.authed = False
         conn.greeting = frame(handshake) + frame(auth.hello())
 
-    def _await_challenge(self, conn: _Conn) -> None:
-        conn.hs_timer = self._loop.call_later(self.handshake_timeout, self._challenge_timeout, conn)
+    def await_challenge(self, conn: PeerConn) -> None:
+        conn.hs_timer = self.loop.call_later(self.handshake_timeout, self._challenge_timeout, conn)
 
-    def _challenge_timeout(self, conn: _Conn) -> None:
+    def _challenge_timeout(self, conn: PeerConn) -> None:
         if not conn.authed and not conn.closed:
             self.stats["auth_failures"] += 1
             self._log_auth(conn, f"no auth challenge within {self.handshake_timeout:.1f} s")
-            self._lost(conn, None)
+            self.conn_lost(conn, None)
 
-    def _challenged(self, conn: _Conn, payload: bytes) -> None:
+    def conn_challenged(self, conn: PeerConn, payload: bytes) -> None:
         """Connector: the acceptor's CHALLENGE; if it holds the secret, prove we do and send."""
         auth = conn.auth
         assert isinstance(auth, Connector)
@@ -581,7 +379,7 @@ class PeerTransport:
         except AuthFailed as e:
             self.stats["auth_failures"] += 1
             self._log_auth(conn, str(e))
-            self._lost(conn, None)
+            self.conn_lost(conn, None)
             return
         if conn.hs_timer is not None:
             conn.hs_timer.cancel()
@@ -593,7 +391,7 @@ class PeerTransport:
         if len(conn.out):
             conn.flush()
 
-    def _log_auth(self, conn: _Conn, why: str) -> None:
+    def _log_auth(self, conn: PeerConn, why: str) -> None:
         """Log a failed proof once per peer host (a flood of attempts must not flood the log)."""
         peer = conn.transport.get_extra_info("peername") if conn.transport is not None else None
         host = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
@@ -602,7 +400,7 @@ class PeerTransport:
         log.log(level, "sid %s: authentication with %s (claims sid %s) failed: %s; further failures from "
                 "this host are logged at debug level", self.sid, peer, conn.peer, why)
 
-    def _handshake(self, conn: _Conn, payload: bytes) -> None:
+    def conn_handshake(self, conn: PeerConn, payload: bytes) -> None:
         """A frame of an accepted connection before it has a role: the handshake, then (with a
         secret) the HELLO and the PROOF; only a proven connection is admitted."""
         if conn.hs is not None:
@@ -637,7 +435,7 @@ class PeerTransport:
         conn.hs = hs
         conn.auth = Acceptor(self.secret, PEER + payload, os.urandom(32))
 
-    def _admit(self, conn: _Conn, hs: Handshake) -> None:
+    def _admit(self, conn: PeerConn, hs: Handshake) -> None:
         """An (authenticated) handshake: check it against the rules and give the connection its role."""
         self._pending.discard(conn)
         if conn.hs_timer is not None:
@@ -653,7 +451,7 @@ class PeerTransport:
             old = self._elect_in.pop(hs.sid, None)
             if old is not None:  # the peer reconnected: its previous connection is dead or stale
                 old.shut(graceful=False)
-            conn.role = _ELECT_IN
+            conn.role = ELECT_IN
             self._elect_in[hs.sid] = conn
             return
         ch = hs.channel
@@ -678,7 +476,7 @@ class PeerTransport:
         old = self._channels.get(old_id) if old_id is not None else None
         # Register the new channel first, so that a handler reacting to the old one's
         # ChannelClosed (say, by blocking the learner) sees and can drop the new one too.
-        conn.role = _CHAN_LEADER
+        conn.role = CHAN_LEADER
         conn.channel = ch
         self._channels[ch] = conn
         self._learner_channel[ch.learner] = ch
@@ -689,52 +487,52 @@ class PeerTransport:
             self._unregister(old)
             old.shut(graceful=False)
             if old.announced:  # synchronous: it must precede the new channel's first Received
-                self._emit(ChannelClosed(old_id))
+                self.emit(ChannelClosed(old_id))
 
-    def _unregister(self, conn: _Conn) -> None:
+    def _unregister(self, conn: PeerConn) -> None:
         """Forget ``conn`` in every table (idempotent)."""
         role = conn.role
-        if role == _CHAN_LEADER or role == _CHAN_LEARNER:
+        if role == CHAN_LEADER or role == CHAN_LEARNER:
             ch = conn.channel
             if ch is not None and self._channels.get(ch) is conn:
                 del self._channels[ch]
-                if role == _CHAN_LEADER and self._learner_channel.get(ch.learner) == ch:
+                if role == CHAN_LEADER and self._learner_channel.get(ch.learner) == ch:
                     del self._learner_channel[ch.learner]
-        elif role == _ELECT_OUT:
+        elif role == ELECT_OUT:
             if self._elect_out.get(conn.peer) is conn:
                 del self._elect_out[conn.peer]
-        elif role == _ELECT_IN:
+        elif role == ELECT_IN:
             if self._elect_in.get(conn.peer) is conn:
                 del self._elect_in[conn.peer]
         else:
             self._pending.discard(conn)
 
-    def _closed_event(self, conn: _Conn) -> ChannelClosed | None:
+    def _closed_event(self, conn: PeerConn) -> ChannelClosed | None:
         """The event owed for a connection that ended without our asking, if any."""
         if conn.channel is None:
             return None
-        if conn.role == _CHAN_LEARNER or (conn.role == _CHAN_LEADER and conn.announced):
+        if conn.role == CHAN_LEARNER or (conn.role == CHAN_LEADER and conn.announced):
             return ChannelClosed(conn.channel)
         return None
 
-    def _closed_later(self, conn: _Conn) -> None:
+    def _closed_later(self, conn: PeerConn) -> None:
         """Deliver ``conn``'s ChannelClosed on a later loop turn (we are inside an actor call)."""
         ev = self._closed_event(conn)
         if ev is not None:
             self.stats["channels_lost"] += 1
             self._closing[ev.channel] = ev
-            self._loop.call_soon(self._emit_closing, ev.channel)
+            self.loop.call_soon(self._emit_closing, ev.channel)
 
     def _emit_closing(self, channel: ChannelId) -> None:
         ev = self._closing.pop(channel, None)
         if ev is not None:
-            self._emit(ev)
+            self.emit(ev)
 
-    def _lost(self, conn: _Conn, exc: BaseException | None) -> None:
+    def conn_lost(self, conn: PeerConn, exc: BaseException | None) -> None:
         """The connection broke or the peer closed it (from a loop callback: deliver now)."""
         if conn.closed:
             return
-        if conn.role == _PENDING and conn.hs is not None:  # it gave up on proving membership
+        if conn.role == PENDING and conn.hs is not None:  # it gave up on proving membership
             self.stats["auth_failures"] += 1
             self._log_auth(conn, "closed before the exchange completed")
         if exc is not None:
@@ -744,17 +542,17 @@ class PeerTransport:
         ev = self._closed_event(conn)
         if ev is not None:
             self.stats["channels_lost"] += 1
-            self._emit(ev)
+            self.emit(ev)
 
-    def _malformed(self, conn: _Conn, err: CodecError) -> None:
+    def conn_malformed(self, conn: PeerConn, err: CodecError) -> None:
         """Bad bytes from the peer: drop this connection only."""
         if conn.closed:
             return
         self.stats["bad_frames"] += 1
-        if conn.role == _PENDING:
+        if conn.role == PENDING:
             self._refuse(conn, f"malformed input before the handshake: {err}", logging.WARNING)
             return
         log.warning(
             "sid %s: dropping connection with sid %s (%s): %s", self.sid, conn.peer, conn.channel, err
         )
-        self._lost(conn, None)
+        self.conn_lost(conn, None)

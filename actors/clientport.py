@@ -1,0 +1,121 @@
+"""The bespoke client port on a replica: zabray's own framing for broadcast clients and ``Session``.
+
+A connection starts with a handshake frame naming the ensemble; with an ensemble secret, a
+broadcast client then proves it holds it (``zabray.auth``) before any ``SubmitReq`` is taken.
+Requests are pipelined and answered out of order by the replica's hosted service. Bad bytes or a
+failed proof close this connection only and are counted; the replica carries on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+from zabray import clientproto as cp
+from zabray.auth import CLIENT, Acceptor, AuthFailed, is_auth_frame
+from zabray.errors import CodecError
+from zabray.framing import FrameDecoder, FrameEncoder
+from zabray.zk import bespoke
+
+if TYPE_CHECKING:
+    from actors.replica import ReplicaServer
+
+log = logging.getLogger(__name__)
+
+
+class ClientConn(asyncio.Protocol):
+    """One client connection: a handshake frame, then pipelined requests answered out of order."""
+
+    def __init__(self, server: ReplicaServer) -> None:
+        self.server = server
+        self.decoder = FrameDecoder()
+        self.encoder = FrameEncoder()
+        self.greeted = False
+        self.hello = b""  # the client handshake's bytes: the context its proof is bound to
+        self.auth: Acceptor | None = None
+        self.authed = False  # proved the ensemble secret: broadcast requests are allowed
+        self.transport: asyncio.Transport | None = None
+        self._flush_pending = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.server._clients.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server._clients.discard(self)
+        self.transport = None
+        self.server.service.conn_lost(self)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            for payload in self.decoder.feed(data):
+                if not self.greeted:
+                    cp.check_handshake(payload, self.server.ensemble)
+                    self.greeted = True
+                    self.hello = payload
+                    continue
+                if self._auth_step(payload):
+                    continue
+                req = cp.decode_request(payload)
+                if not self.authed and self.server.secret is not None and not isinstance(req, cp.ZkReq):
+                    raise AuthFailed("broadcast requests need the ensemble secret (authenticate first)")
+                if isinstance(req, cp.StatusReq):
+                    self.send(cp.StatusRep(req.rid, self.server.status()))
+                else:
+                    self.server._run(self.server.service.client(self, req))
+                if self.transport is None:
+                    return
+        except AuthFailed as e:
+            self.server.client_auth_failed(self, e)
+            self.close()
+        except CodecError as e:
+            self.server.stats["bad_client_frames"] += 1
+            log.warning("replica %d: dropping client connection: %s", self.server.sid, e)
+            self.close()
+
+    def _auth_step(self, payload: bytes) -> bool:
+        """HELLO or PROOF of the client's membership proof (``zabray.auth``): True if consumed.
+        ZooKeeper sessions never send one; their requests are governed by ZooKeeper's own rules."""
+        secret = self.server.secret
+        if secret is None or self.authed:
+            return False
+        if self.auth is None:
+            if not is_auth_frame(payload):
+                return False
+            self.auth = Acceptor(secret, CLIENT + self.hello, os.urandom(32))
+            self.encoder.add_payload(self.auth.challenge(payload))
+            self._flush()
+            return True
+        self.auth.verify(payload)
+        self.auth = None
+        self.authed = True
+        return True
+
+    def eof_received(self) -> bool:
+        return False
+
+    def deliver(self, action: Any) -> None:
+        self.send(bespoke.frame(action))
+
+    def hang_up(self) -> None:
+        self.close()
+
+    def send(self, msg: Any) -> None:
+        if self.transport is None:
+            return
+        self.encoder.add_payload(cp.encode(msg))
+        if not self._flush_pending:
+            self._flush_pending = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        if self.transport is not None and len(self.encoder):
+            self.transport.write(bytes(self.encoder.take()))
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+            self.transport = None
