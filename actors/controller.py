@@ -40,6 +40,7 @@ class EnsembleController:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         self.name = name
         self._secret = secret  # a zabray.auth.Secret: handed to replicas and clients, never described
+        self.snapshotter: Any = None  # the snapshot actor's handle, when the config asks for one
         self.cfg = EnsembleConfig.from_dict(config)
         self.voters = list(range(1, replicas + 1))
         self.observers = list(range(replicas + 1, replicas + observers + 1))
@@ -91,9 +92,10 @@ class EnsembleController:
         if self.cfg.snapshot_actor:
             from actors.snapshot_actor import SnapshotActor
 
-            self.snapshotter = ray.remote(SnapshotActor).options(num_cpus=0, max_concurrency=10).remote(
+            snap: Any = ray.remote(SnapshotActor).options(num_cpus=0, max_concurrency=10).remote(
                 self.cfg.snapshot_every)
-            await self.snapshotter.set_replicas.remote(dict(self.handles))
+            self.snapshotter = snap
+            await snap.set_replicas.remote(dict(self.handles))
         return self._describe()
 
     async def _launch(self, sid: int) -> None:
@@ -107,7 +109,7 @@ class EnsembleController:
             name=f"{self.name}:replica-{sid}:{previous + 1}",
             namespace=NAMESPACE,
         )
-        handle = actor.remote(ensemble=self.name, sid=sid, config=self.cfg.to_dict(), voters=self.voters,
+        handle: Any = actor.remote(ensemble=self.name, sid=sid, config=self.cfg.to_dict(), voters=self.voters,
                               observers=self.observers, data_dir=self.data_dir(sid), run_dir=self.run_dir,
                               min_incarnation=previous + 1, secret=self._secret)
         info = await handle.start.remote()
@@ -115,7 +117,7 @@ class EnsembleController:
         self.info[sid] = info
 
     async def _publish_peers(self) -> None:
-        if getattr(self, "snapshotter", None) is not None:
+        if self.snapshotter is not None:
             await self.snapshotter.set_replicas.remote(dict(self.handles))
         addrs = {sid: tuple(i["quorum"]) for sid, i in self.info.items()}
         await asyncio.gather(*(h.set_peers.remote(addrs) for h in self.handles.values()), return_exceptions=True)
@@ -146,7 +148,7 @@ class EnsembleController:
 
     async def snapshot_stats(self) -> dict[int, int]:
         """Snapshots the snapshot actor took, per replica."""
-        if getattr(self, "snapshotter", None) is None:
+        if self.snapshotter is None:
             return {}
         return await self.snapshotter.stats.remote()
 
@@ -330,7 +332,7 @@ class EnsembleController:
         for h in self.handles.values():
             ray.kill(h, no_restart=True)
         self.handles.clear()
-        if getattr(self, "snapshotter", None) is not None:
+        if self.snapshotter is not None:
             ray.kill(self.snapshotter, no_restart=True)
             self.snapshotter = None
         if not wipe:
@@ -339,7 +341,7 @@ class EnsembleController:
         wipes = []
         for sid in self.members:
             node = self.node_of.get(sid)
-            if node in alive:  # a gone node took its disk with it
+            if node is not None and node in alive:  # a gone node took its disk with it
                 wipes.append(_wipe.options(
                     num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
                 ).remote(self.data_dir(sid), str(Path(self.cfg.data_dir) / self.name)))

@@ -240,7 +240,7 @@ class ReplicaServer:
             return
         faults = self.faults
         if faults.crash is not None and type(event) in (Received, Notified):
-            name = event.msg.NAME if type(event) is Received else "NOTIFICATION"  # type: ignore[attr-defined]
+            name = event.msg.NAME if type(event) is Received else "NOTIFICATION"
             if faults.hit(f"recv:{name}", self.node.role.phase_name()):
                 self._crash(f"recv:{name}")
                 return
@@ -262,7 +262,7 @@ class ReplicaServer:
                     return
                 peer = a.channel.peer_of(self.sid)  # type: ignore[attr-defined]
                 if faults.links.delay and faults.links.shaped(peer):
-                    self._shape(peer, a)
+                    self._shape(peer, a)  # type: ignore[arg-type]
                 else:
                     transport.send(a.channel, msg)  # type: ignore[attr-defined]
                 if type(msg) in _SYNC_TYPES:
@@ -287,7 +287,7 @@ class ReplicaServer:
                     self.loop.call_soon(self._flush)
             elif t is Notify:
                 if faults.links.delay and faults.links.shaped(a.to):  # type: ignore[attr-defined]
-                    self._shape(a.to, a)  # type: ignore[attr-defined]
+                    self._shape(a.to, a)  # type: ignore[attr-defined, arg-type]
                 else:
                     transport.notify(a.to, a.note)  # type: ignore[attr-defined]
             elif t is Open:
@@ -320,9 +320,9 @@ class ReplicaServer:
             return
         for a in actions:
             if type(a) is Send:
-                transport.send(a.channel, a.msg)  # type: ignore[attr-defined]
+                transport.send(a.channel, a.msg)
             elif type(a) is Notify:
-                transport.notify(a.to, a.note)  # type: ignore[attr-defined]
+                transport.notify(a.to, a.note)
 
     def shape_links(self, peers: list[int], delay_ms: float | None) -> None:
         """Delay (``delay_ms``) or hold (None: a one-way partition) what we send to ``peers``."""

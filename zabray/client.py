@@ -82,6 +82,8 @@ class ReplicaConnection(asyncio.Protocol):
                     self._challenged(payload)
                     continue
                 rep = cp.decode_reply(payload)
+                if isinstance(rep, cp.ZkEvent):  # watch events go to ZooKeeper sessions only
+                    continue
                 fut = self.waiting.pop(rep.rid, None)
                 if fut is not None and not fut.done():
                     fut.set_result(rep)
@@ -144,7 +146,7 @@ class ReplicaConnection(asyncio.Protocol):
 
     async def status(self) -> dict[str, Any]:
         rep = await self.request(lambda rid: cp.StatusReq(rid))
-        return rep.status  # type: ignore[no-any-return]
+        return rep.status
 
     def close(self) -> None:
         self._fail("closed")

@@ -107,21 +107,21 @@ def _rid(v: Any) -> int:
 def encode(msg: Any) -> bytes:
     t = type(msg)
     if t is SubmitReq:
-        obj: list[Any] = ["SUBMIT", msg.rid, msg.value]  # type: ignore[union-attr]
+        obj: list[Any] = ["SUBMIT", msg.rid, msg.value]
     elif t is StatusReq:
         obj = ["STATUS", msg.rid]
     elif t is CommittedRep:
-        obj = ["COMMITTED", msg.rid, msg.zxid]  # type: ignore[union-attr]
+        obj = ["COMMITTED", msg.rid, msg.zxid]
     elif t is FailedRep:
-        obj = ["FAILED", msg.rid, msg.reason, msg.uncertain]  # type: ignore[union-attr]
+        obj = ["FAILED", msg.rid, msg.reason, msg.uncertain]
     elif t is ZkReq:
-        obj = ["ZK", msg.rid, msg.op, msg.args]  # type: ignore[union-attr]
+        obj = ["ZK", msg.rid, msg.op, msg.args]
     elif t is ZkRep:
-        obj = ["ZREPLY", msg.rid, msg.zxid, msg.error, msg.value]  # type: ignore[union-attr]
+        obj = ["ZREPLY", msg.rid, msg.zxid, msg.error, msg.value]
     elif t is ZkEvent:
-        obj = ["ZEVENT", msg.kind, msg.args]  # type: ignore[union-attr]
+        obj = ["ZEVENT", msg.kind, msg.args]
     else:
-        obj = ["STATUS", msg.rid, msg.status]  # type: ignore[union-attr]
+        obj = ["STATUS", msg.rid, msg.status]
     return msgpack.packb(obj, use_bin_type=True)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from zabray.errors import ConfigError, NotRunningError, ZabError
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     def add(name: str, help_: str, func: Any) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_, description=help_)
         p.add_argument("--name", default="default", help="ensemble name (default: default)")

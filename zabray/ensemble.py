@@ -191,14 +191,14 @@ class Ensemble:
         # that a user may take away to exercise recovery.
         here = ray.get_runtime_context().get_node_id()
         try:  # another process may take the name between the check above and here
-            controller = ray.remote(EnsembleController).options(
+            controller: Any = ray.remote(EnsembleController).options(
                 name=controller_name(name), namespace=NAMESPACE, lifetime="detached", num_cpus=0,
                 max_concurrency=100, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
             ).remote(name, replicas, observers, cfg.to_dict(), str(run.resolve()), secret)
         except ValueError:  # ActorAlreadyExistsError
             raise taken from None
         try:
-            info = ray.get(controller.start.remote(), timeout=120)
+            info: dict[str, Any] = ray.get(controller.start.remote(), timeout=120)
         except ray.exceptions.RayTaskError as e:
             ray.kill(controller)
             raise _cause(e) from None
@@ -485,7 +485,7 @@ class Ensemble:
 
         if self.info.get("config", {}).get("service", "zookeeper") != "zookeeper":
             raise ConfigError(f"ensemble {self.name!r} runs service: broadcast; start it with service='zookeeper'")
-        handle = ray.remote(SessionActor).options(num_cpus=0, namespace=NAMESPACE).remote(
+        handle: Any = ray.remote(SessionActor).options(num_cpus=0, namespace=NAMESPACE).remote(
             self.name, self._addresses(), timeout)
         ray.get(handle.session_id.remote(), timeout=60)  # connected
         return handle

@@ -15,7 +15,7 @@ from zabray.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("faults", help="crash points and fault schedules",
                        description="List crash points, show a schedule's plan, or run one under a write load.")
     fsub = p.add_subparsers(dest="faults_command", metavar="SUBCOMMAND")
@@ -126,7 +126,7 @@ def run_schedule(args: argparse.Namespace) -> int:
         raise ConfigError(f"cannot read schedule {args.schedule}: {e.strerror}") from None
     s = schedule.parse(data, args.seed)  # validate before touching the ensemble
     ens = Ensemble.connect(args.name, address=_address(args))
-    announced = []
+    announced: list[int] = []
 
     def show(started: dict[str, Any], prog: dict[str, Any], result: Any) -> None:
         if not announced:

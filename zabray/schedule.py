@@ -117,6 +117,7 @@ def parse(data: dict[str, Any], seed: int | None = None) -> Schedule:
     rng = random.Random(seed)
     steps: list[Step] = []
     t = 0.0
+    d: dict[str, Any]
     for i, d in enumerate(data.get("script") or []):
         if not isinstance(d, dict):
             raise ConfigError(f"script step {i + 1}: must be a mapping")
@@ -141,7 +142,7 @@ def parse(data: dict[str, Any], seed: int | None = None) -> Schedule:
             fault = rng.choices(kinds, weights)[0]
             target = rng.choice(targets)
             hold = rng.uniform(hlo, hhi)
-            d: dict[str, Any] = {"fault": fault, "target": target, "hold": hold,
+            d = {"fault": fault, "target": target, "hold": hold,
                                  "delay_ms": rng.choice([10, 50, 200])}
             if fault == "crash-point":
                 d["point"] = rng.choice(points)

@@ -515,11 +515,11 @@ class Session:
 
     def create(self, path: str, data: bytes = b"", ephemeral: bool = False, sequential: bool = False) -> str:
         """Create ``path``; returns the created path (with the sequence suffix if sequential)."""
-        return self._run(Create(path, bytes(data), bool(ephemeral), bool(sequential)), _same)  # type: ignore[no-any-return]
+        return self._run(Create(path, bytes(data), bool(ephemeral), bool(sequential)), _same)
 
     async def create_async(self, path: str, data: bytes = b"", ephemeral: bool = False,
                            sequential: bool = False) -> str:
-        return await self._arun(Create(path, bytes(data), bool(ephemeral), bool(sequential)), _same)  # type: ignore[no-any-return]
+        return await self._arun(Create(path, bytes(data), bool(ephemeral), bool(sequential)), _same)
 
     def get(self, path: str, watch: Callback | None = None) -> tuple[bytes, Stat]:
         return self._run(zm.GetData(path, watch is not None), lambda v, z: (v[0], Stat(*v[1])), watch)

@@ -164,7 +164,7 @@ class TraceWriter:
 
     def __init__(self, fh: TextIO, *, run: str, src: str, replica: int = -1, inc: int = 0) -> None:
         self._fh = fh
-        self._env = {"run": run, "src": src, "replica": replica, "inc": inc}
+        self._env: dict[str, Any] = {"run": run, "src": src, "replica": replica, "inc": inc}
         self._scheduled = False
 
     def write(self, record: Any, t: float) -> None:

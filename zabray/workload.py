@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -135,7 +136,7 @@ class Workload:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _one(self, client, value: bytes, sem: asyncio.Semaphore) -> None:  # type: ignore[no-untyped-def]
+    async def _one(self, client, value: bytes, sem: asyncio.Semaphore) -> None:
         t0 = time.time()
         zxid = None
         p = self.history.invoke(f"broadcast-{self.session}", "log", "write", value=trace.digest(value)) \
@@ -242,7 +243,7 @@ def percentile(sorted_values: list[float], p: float) -> float:
     return sorted_values[k]
 
 
-def check_histories(histories: dict[int, list[tuple[int, str]]], acked: dict[int, str | None]) -> list[str]:
+def check_histories(histories: Mapping[int, Sequence[tuple[int, str]]], acked: dict[int, str | None]) -> list[str]:
     """Problems found: replicas whose delivered sequences disagree, acknowledged writes missing.
 
     An acknowledged write with digest None (a ZooKeeper write: the txn is the data tree's
@@ -258,12 +259,13 @@ def check_histories(histories: dict[int, list[tuple[int, str]]], acked: dict[int
                 problems.append(f"replica {sid} delivered another value at zxid {trace_zxid(z)}")
     held = {sid: dict(h) for sid, h in histories.items()}
     first = {sid: (h[0][0] if h else None) for sid, h in histories.items()}
-    for z, d in sorted(acked.items()):
-        if d is not None and merged.get(z, d) != d:
+    for z, want in sorted(acked.items()):
+        if want is not None and merged.get(z, want) != want:
             problems.append(f"acknowledged write {trace_zxid(z)} has another value in the history")
         for sid, hs in held.items():
             # A replica's in-memory history may start after a snapshot: check what it covers.
-            if (first[sid] is None or first[sid] <= z) and (z not in hs if d is None else hs.get(z) != d):
+            start = first[sid]
+            if (start is None or start <= z) and (z not in hs if want is None else hs.get(z) != want):
                 problems.append(f"acknowledged write {trace_zxid(z)} missing on replica {sid}")
     return problems
 

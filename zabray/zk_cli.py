@@ -19,7 +19,7 @@ from zabray.errors import ConfigError
 from zabray.workload import trace_zxid
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     def add(name: str, help_: str, func: Any) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_, description=help_)
         p.add_argument("--name", default="default", help="ensemble name (default: default)")

@@ -17,7 +17,7 @@ SUMMARY = ["voters", "observers", "read_fraction", "clients", "in_flight", "rep"
            "latency_p50_ms", "latency_p99_ms", "client_cpu_max", "replica_cpu_max", "limit"]
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("experiment", help="run a scaling experiment (configs/experiments/*.yaml)",
                        description="Run a scaling experiment: client actors on the cluster's nodes load an "
                                    "ensemble over TCP; results go to RUN_DIR/results.parquet.")
@@ -93,7 +93,7 @@ def _run(args: argparse.Namespace) -> int:
 
     res = run(_load(args), address=args.address, out=args.out, progress=not args.no_progress,
               ensemble=args.ensemble, actor_bars=args.actor_bars)
-    import pandas as pd  # type: ignore[import-untyped]
+    import pandas as pd
 
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.precision", 2):
         print(res.df[[c for c in SUMMARY if c in res.df]].to_string(index=False))

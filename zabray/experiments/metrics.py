@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import pandas as pd  # type: ignore[import-untyped]
+import pandas as pd
 
 READ_OPS = ("get", "read", "exists", "children")
 

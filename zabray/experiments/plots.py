@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import pandas as pd  # type: ignore[import-untyped]
+import pandas as pd
 
 
 def _fig(ncols: int = 1, width: float = 6.0) -> tuple[Any, Any]:

@@ -426,11 +426,11 @@ def check_well_formed(tf: TraceFrames) -> PropertyResult:
            .select("*", F.concat_ws("; ", *(t for _, t in checks)).alias("problem")))
     firsts = _firsts(bad, POSITION, ["problem", "kind", "src", "replica", "inc", "t", "zxid"])
 
-    def text(c: dict) -> str:
+    def problem(c: dict) -> str:
         writer = c["src"] or f"replica-{c['replica']}"  # deliver/propose rows are cached without src
         return f"a {c['kind']} row of {writer} at t={_t(c['t'])}: {c['problem']}"
 
-    return _result("well_formed", firsts, {"zxid"}, text)
+    return _result("well_formed", firsts, {"zxid"}, problem)
 
 
 @_frames

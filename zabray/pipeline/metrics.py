@@ -84,7 +84,10 @@ def nice_bucket(span: float, target: int = TARGET_BUCKETS) -> float:
     return next(m * base for m in (1, 2, 5, 10) if m * base >= raw * (1 - 1e-12))
 
 
-def _percentiles(col: str, names: tuple[str, ...] = tuple(n for n, _ in PERCENTILES)) -> list[Column]:
+_ALL_PERCENTILES = tuple(name for name, _ in PERCENTILES)
+
+
+def _percentiles(col: str, names: tuple[str, ...] = _ALL_PERCENTILES) -> list[Column]:
     """Nearest-rank percentiles of ``col``, one column per name in ``PERCENTILES``."""
     from pyspark.sql import functions as F
 
@@ -117,7 +120,7 @@ def figures(trace: DataFrame | TraceFrames, bucket: float | None = None) -> Figu
     if bucket is None:
         span = (deliveries.select("t").unionByName(clients.select(F.col("complete_t").alias("t")))
                 .agg(F.min("t"), F.max("t")).first())
-        bucket = nice_bucket((span[1] - span[0]) if span[0] is not None else 0.0)
+        bucket = nice_bucket((span[1] - span[0]) if span is not None and span[0] is not None else 0.0)
     if bucket <= 0:
         raise ValueError(f"bucket must be positive, not {bucket}")
     b = float(bucket)

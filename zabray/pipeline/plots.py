@@ -81,7 +81,7 @@ def _faults(ax: Any, faults: pd.DataFrame, leaders: pd.DataFrame, t0: float, t_e
         ax.axvline(t, color=LEADER_COLOR, ls="--", lw=0.9)
         lmarks.append((t, f"leader {e.leader} (epoch {e.epoch})"))
     _labels(ax, lmarks, 0.02, "darkgreen", t_end, "bottom")
-    handles = []
+    handles: list[Any] = []
     if spans:
         handles.append(Patch(color=FAULT_COLOR, alpha=0.13, label="fault (interval)"))
     if instants:

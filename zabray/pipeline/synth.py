@@ -266,9 +266,9 @@ def generate(spec: SynthSpec = SynthSpec()) -> SynthTrace:
             "zxid": np.concatenate([Z[w_idx[mine]], r_z]).astype(np.int64),
         }
         k_w = int(mine.sum())
-        for row in small:
-            for c in cols:
-                cols[c] = np.append(cols[c], row.get(c))
+        for extra in small:
+            for name in cols:
+                cols[name] = np.append(cols[name], extra.get(name))  # type: ignore[arg-type]  # None widens to object
         outcome = np.array(["ok"] * (k_w + len(reads_t)) + [r["outcome"] for r in small], dtype=object)
         zx = cols["zxid"].astype(object)
         zx[k_w + len(reads_t):] = None
