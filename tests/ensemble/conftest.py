@@ -1,4 +1,4 @@
-"""Real Ray (a local cluster, started once per test module), real TCP on 127.0.0.1, real fsync."""
+"""Real Ray (a local cluster of the suite's own, shared across modules), real TCP on 127.0.0.1, real fsync."""
 
 from __future__ import annotations
 
@@ -15,18 +15,29 @@ from zabray.workload import check_histories
 pytestmark = pytest.mark.ray
 
 
+_shared: dict[str, str] = {}
+"""The GCS address of the suite's shared local Ray, once started."""
+
+
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[None]:
+    """A local Ray cluster of the suite's own, started once and shared by the modules that ask
+    for it: a Ray start costs seconds, and every test stops the ensembles it started. A module
+    that needs another Ray (a planted flag in its runtime_env, several nodes) shuts this one
+    down and starts its own; the next module that asks for the shared one gets a new one."""
     import ray
 
+    if ray.is_initialized() and ray.get_runtime_context().gcs_address == _shared.get("gcs"):
+        yield
+        return
     if ray.is_initialized():
         ray.shutdown()
     os.environ.pop("RAY_ADDRESS", None)
     # address="local": always a cluster of our own, even if `ray start` left one running here
     # (ray.init() would join that one, and refuse num_cpus).
     ray.init(address="local", namespace="zabray", include_dashboard=False, log_to_driver=False, num_cpus=2)
+    _shared["gcs"] = ray.get_runtime_context().gcs_address
     yield
-    ray.shutdown()
 
 
 @pytest.fixture

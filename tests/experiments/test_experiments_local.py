@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.ensemble.conftest import ray_local  # noqa: F401  (the suite's shared local Ray)
 from zabray.cli import main
 from zabray.ensemble import Ensemble
 from zabray.experiments import load_results
@@ -18,20 +18,7 @@ from zabray.experiments import load_results
 pytestmark = pytest.mark.ray
 
 
-@pytest.fixture(scope="module")
-def ray_local() -> Iterator[None]:
-    import ray
-
-    if ray.is_initialized():
-        ray.shutdown()
-    os.environ.pop("RAY_ADDRESS", None)
-    # address="local": a Ray of our own, even when another engineer's head runs on this machine.
-    ray.init(address="local", namespace="zabray", include_dashboard=False, log_to_driver=False, num_cpus=2)
-    yield
-    ray.shutdown()
-
-
-def test_leader_kill_on_a_running_ensemble_via_the_cli(ray_local: None, tmp_path: Path,
+def test_leader_kill_on_a_running_ensemble_via_the_cli(ray_local: None, tmp_path: Path,  # noqa: F811
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     name = f"exp-local-{os.getpid()}"
     ens = Ensemble.start(3, name=name, data_dir=str(tmp_path / "data"), run_dir=str(tmp_path / "ens"),

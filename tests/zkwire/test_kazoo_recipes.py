@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss
 from kazoo.recipe.barrier import Barrier
 from kazoo.recipe.counter import Counter
 from kazoo.recipe.election import Election
@@ -159,12 +160,17 @@ def test_recipes_across_a_leader_kill(start: Callable[..., Ensemble], kazoo: Kaz
 
     def wait_barrier(c: KazooClient) -> None:
         # kazoo's Barrier.wait loses its watch when the connection drops (kazoo 2.11 fires a
-        # one-shot watch with EventType.NONE and does not re-register it), so a waiter that
+        # one-shot watch with EventType.NONE and does not re-register it), and its exists call
+        # is not retried (a ConnectionLoss when the kill catches it in flight), so a waiter that
         # lives through a leader change waits again, in slices.
         b = Barrier(c, "/barrier")
         deadline = time.monotonic() + 240
-        while not b.wait(timeout=1) and time.monotonic() < deadline:
-            pass
+        while time.monotonic() < deadline:
+            try:
+                if b.wait(timeout=1):
+                    break
+            except ConnectionLoss:
+                continue
         barrier_seen.append((not c.retry(c.exists, "/barrier"), removed.is_set()))
 
     waiters = [threading.Thread(target=wait_barrier, args=(c,), daemon=True) for c in (c1, c2)]
