@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -76,6 +77,7 @@ def measure(replicas: int, seconds: float, in_flight: int, size: int, trace: boo
         }
     finally:
         ens.stop()
+        shutil.rmtree(data, ignore_errors=True)  # each run leaves ~700 MB of logs behind otherwise
 
 
 def main() -> None:

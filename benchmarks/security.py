@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -62,6 +63,7 @@ def measure(mode: str, seconds: float, in_flight: int, size: int, replicas: int)
         }
     finally:
         ens.stop()
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def main() -> int:
