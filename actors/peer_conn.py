@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from zabray.auth import Acceptor, Connector
 from zabray.errors import CodecError
@@ -106,7 +106,8 @@ class PeerConn(asyncio.Protocol):
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # A stream transport; not an asyncio.Transport instance under uvloop, hence the cast.
+        transport = cast(asyncio.Transport, transport)
         if self.closed:
             transport.abort()
             return

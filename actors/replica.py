@@ -138,7 +138,7 @@ class ReplicaServer:
                                fsync=self.cfg.fsync)
         durable = await loop.run_in_executor(self._io, self.store.recover)
         self.node = Node(self.sid, self.proto, durable, incarnation=self.incarnation,
-                         app=self.service.app)
+                         app=self.service.app, tracing=self.run_dir is not None and self.cfg.trace)
         if self.run_dir is not None and self.cfg.trace:
             tdir = self.run_dir / "trace"
             tdir.mkdir(parents=True, exist_ok=True)

@@ -305,7 +305,8 @@ class Leader(Role):
         n.history.append(txn)
         token = n.persist(AppendTxns, (txn,))
         self._marks.append((token, zxid))
-        n.trace(trace.Proposed(self.epoch, zxid, trace.digest(txn.value)))
+        if n.tracing:
+            n.trace(trace.Proposed(self.epoch, zxid, trace.digest(txn.value)))
         msg = Proposal(txn)
         for h in self.learners.values():
             # Observers see proposals only while syncing (so FIFO hands them everything after

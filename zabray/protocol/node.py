@@ -66,12 +66,16 @@ class Node:
         *,
         incarnation: int = 0,
         app: StateMachine | None = None,
+        tracing: bool = True,
     ) -> None:
         if sid not in config.members:
             raise ProtocolError(f"sid {sid} is not a member of {sorted(config.members)}")
         self.sid = sid
         self.cfg = config
         self.incarnation = incarnation
+        # Without a trace to write, the core skips its Trace actions and the per-txn digests
+        # they carry (two BLAKE2b hashes per txn on a leader).
+        self.tracing = tracing
         self.is_observer = sid in config.observers
         self.accepted_epoch = durable.accepted_epoch
         self.accepted_leader = durable.accepted_leader
@@ -95,7 +99,7 @@ class Node:
         # Where this incarnation's deliveries resume: a trace reader must know they start after
         # the snapshot, not from the first txn. Emitted with the first step's actions.
         self._pending_out: list[Action] = (
-            [Trace(trace.SnapshotInstalled(self.applied.epoch, self.applied))] if self.applied else []
+            [Trace(trace.SnapshotInstalled(self.applied.epoch, self.applied))] if self.applied and tracing else []
         )
         self.role: Election | Leader | Learner
         from zabray.protocol.election import Election
@@ -155,7 +159,8 @@ class Node:
             self._held.append((self.token, action))
 
     def trace(self, record: object) -> None:
-        self._out.append(Trace(record))
+        if self.tracing:
+            self._out.append(Trace(record))
 
     def _on_persisted(self, upto: int) -> None:
         if upto <= self.durable_token:
@@ -173,11 +178,12 @@ class Node:
         """Deliver, in order, every txn after ``applied`` up to ``z`` that the history holds."""
         if z <= self.applied:
             return
-        app, sid, out = self.app, self.sid, self._out
+        app, sid, out, tracing = self.app, self.sid, self._out, self.tracing
         for txn in self.history.after(self.applied, z):
             result = app.apply(txn)
             out.append(Deliver(txn, result))
-            out.append(Trace(trace.Delivered(txn.zxid.epoch, txn.zxid, trace.digest(txn.value))))
+            if tracing:
+                out.append(Trace(trace.Delivered(txn.zxid.epoch, txn.zxid, trace.digest(txn.value))))
             if txn.origin == sid:
                 out.append(Committed(txn.request_id, txn.zxid, result))
                 self.role.forget_request(txn.request_id)
