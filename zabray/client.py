@@ -10,6 +10,7 @@ has an unknown fate and raises ``UncertainOutcomeError``: retrying could apply i
 from __future__ import annotations
 
 import asyncio
+import heapq
 import itertools
 import os
 import ssl as ssl_
@@ -34,6 +35,9 @@ from zabray.protocol.zxid import Zxid
 T = TypeVar("T")
 
 
+SWEEP_S = 0.05  # how often a connection fails its requests past their deadline
+
+
 class ReplicaConnection(asyncio.Protocol):
     def __init__(self, sid: int) -> None:
         self.sid = sid
@@ -41,6 +45,10 @@ class ReplicaConnection(asyncio.Protocol):
         self.encoder = FrameEncoder()
         self.transport: asyncio.Transport | None = None
         self.waiting: dict[int, asyncio.Future[Any]] = {}
+        # (deadline, rid) of requests with a timeout, swept by one timer per connection rather
+        # than a timer per request (asyncio.wait_for's cost dominated a loaded client).
+        self._deadlines: list[tuple[float, int]] = []
+        self._sweep_at: asyncio.TimerHandle | None = None
         self.rids = itertools.count(1)
         self._flush_pending = False
         self.closed = asyncio.get_running_loop().create_future()
@@ -109,6 +117,10 @@ class ReplicaConnection(asyncio.Protocol):
         self._fail(f"connection to replica {self.sid} lost")
 
     def _fail(self, why: str) -> None:
+        if self._sweep_at is not None:
+            self._sweep_at.cancel()
+            self._sweep_at = None
+        self._deadlines.clear()
         if self.transport is not None:
             self.transport.abort()
             self.transport = None
@@ -126,8 +138,12 @@ class ReplicaConnection(asyncio.Protocol):
     def alive(self) -> bool:
         return self.transport is not None
 
-    def request(self, make: Any) -> asyncio.Future[Any]:
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    def request(self, make: Any, deadline: float | None = None) -> asyncio.Future[Any]:
+        """Send ``make(rid)``; the future gets the reply, ``ConnectionError`` if the connection
+        dies first, or ``asyncio.TimeoutError`` once ``deadline`` (loop time) passes — within
+        ``SWEEP_S`` of it."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
         if self.transport is None:
             fut.set_exception(ConnectionError(f"connection to replica {self.sid} is closed"))
             return fut
@@ -136,8 +152,21 @@ class ReplicaConnection(asyncio.Protocol):
         self.encoder.add_payload(cp.encode(make(rid)))
         if not self._flush_pending:
             self._flush_pending = True
-            asyncio.get_running_loop().call_soon(self._flush)
+            loop.call_soon(self._flush)
+        if deadline is not None:
+            heapq.heappush(self._deadlines, (deadline, rid))
+            if self._sweep_at is None:
+                self._sweep_at = loop.call_later(SWEEP_S, self._sweep)
         return fut
+
+    def _sweep(self) -> None:
+        loop = asyncio.get_running_loop()
+        now, dl, waiting = loop.time(), self._deadlines, self.waiting
+        while dl and dl[0][0] <= now:
+            fut = waiting.pop(heapq.heappop(dl)[1], None)
+            if fut is not None and not fut.done():
+                fut.set_exception(asyncio.TimeoutError())
+        self._sweep_at = loop.call_later(SWEEP_S, self._sweep) if dl else None
 
     def _flush(self) -> None:
         self._flush_pending = False
@@ -166,6 +195,7 @@ class EnsembleClient:
         self.conns: dict[int, ReplicaConnection] = {}
         self.leader: int | None = None
         self._lock: asyncio.Lock | None = None
+        self._queued = 0  # submits waiting for, or holding, the lock
         self._refresh = refresh  # where replicas listen now (a restarted one moves); blocking
         self._refreshed_at = 0.0
 
@@ -248,14 +278,25 @@ class EnsembleClient:
         waits. A write refused before it left a replica is retried until ``timeout``.
         """
         deadline = time.monotonic() + timeout
+        loop_deadline = asyncio.get_running_loop().time() + timeout
         if self._lock is None:
             self._lock = asyncio.Lock()
         while True:
-            async with self._lock:
-                conn = await self._target(deadline)
-                fut = conn.request(lambda rid: cp.SubmitReq(rid, value))
+            leader = self.leader
+            conn = self.conns.get(leader) if leader is not None else None
+            if conn is not None and conn.alive and self._queued == 0:
+                # Nobody is waiting to send: sending now keeps the order, without the lock.
+                fut = conn.request(lambda rid: cp.SubmitReq(rid, value), loop_deadline)
+            else:
+                self._queued += 1
+                try:
+                    async with self._lock:
+                        conn = await self._target(deadline)
+                        fut = conn.request(lambda rid: cp.SubmitReq(rid, value), loop_deadline)
+                finally:
+                    self._queued -= 1
             try:
-                rep = await asyncio.wait_for(fut, max(0.01, deadline - time.monotonic()))
+                rep = await fut
             except ConnectionError as e:
                 # Sent, then the connection died: the write may have been proposed.
                 self.leader = None
@@ -283,11 +324,20 @@ class EnsembleClient:
         self.conns.clear()
 
 
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's loop when it is installed (as Ray's async actors use it), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 class LoopThread:
     """A private asyncio loop in a daemon thread, so sync APIs work in scripts and notebooks."""
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="zabray-client", daemon=True)
         self.thread.start()
 

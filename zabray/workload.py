@@ -139,7 +139,8 @@ class Workload:
     async def _one(self, client, value: bytes, sem: asyncio.Semaphore) -> None:
         t0 = time.time()
         zxid = None
-        p = self.history.invoke(f"broadcast-{self.session}", "log", "write", value=trace.digest(value)) \
+        d = trace.digest(value)
+        p = self.history.invoke(f"broadcast-{self.session}", "log", "write", value=d) \
             if self.history is not None else None
         try:
             zxid = int(await client.submit(value, self.timeout))
@@ -156,7 +157,7 @@ class Workload:
                 self.history.failed(p, e)  # type: ignore[union-attr]
         finally:
             sem.release()
-        self.result.records.append(OpRecord(trace.digest(value), t0, time.time(), outcome, zxid))
+        self.result.records.append(OpRecord(d, t0, time.time(), outcome, zxid))
 
     # -- service: zookeeper ------------------------------------------------------------------------
 
