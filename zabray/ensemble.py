@@ -18,6 +18,8 @@ from typing import Any
 
 from zabray.client import EnsembleClient, LoopThread
 from zabray.config import EnsembleConfig
+from zabray.crashpoints import CrashPoints
+from zabray.crashpoints import crash_points as crash_points_of
 from zabray.errors import ConfigError, NoQuorumError, NotRunningError, RequestTimeoutError, ZabError
 from zabray.protocol.zxid import Zxid
 from zabray.rayhead import running_head
@@ -132,6 +134,12 @@ class ReplicaStatus:
             node_label=d.get("node_label"),
             zk_client=(str(d["zk_client"][0]), int(d["zk_client"][1])) if d.get("zk_client") else None,
         )
+
+    @property
+    def crash_points(self) -> list[tuple[str, int]]:
+        """The crash points armed on a running replica: (point, passes left before it fires)."""
+        armed = (self.raw.get("faults") or {}).get("crash_points") or []
+        return [(str(c["point"]), int(c["remaining"])) for c in armed]
 
     @property
     def established_leader(self) -> bool:
@@ -302,9 +310,15 @@ class Ensemble:
         """Crash replica ``sid`` (its process dies at once; its disk is kept)."""
         self._inject("kill", sid)
 
-    def restart(self, sid: int, fresh: bool = False) -> None:
-        """Recover ``sid`` from its disk on its node; ``fresh=True`` rebuilds it from the leader."""
-        self._inject("restart", sid, fresh)
+    def restart(self, sid: int, fresh: bool = False, crash_points: CrashPoints | None = None) -> None:
+        """Recover ``sid`` from its disk on its node; ``fresh=True`` rebuilds it from the leader.
+
+        ``crash_points`` (``[("recv:NEWLEADER", 1), ...]``, ``{"recv:NEWLEADER": 1}`` or names)
+        are armed in the new process before it opens its disk or any connection, so it dies at
+        the first of them it reaches, e.g. during its own recovery. ``ConfigError`` on an
+        unknown name, before anything is restarted."""
+        points = [(c.point, c.nth) for c in crash_points_of(crash_points)]
+        self._inject("restart", sid, fresh, points or None)
         self._refresh_addresses()
 
     def pause(self, sid: int) -> None:
@@ -340,10 +354,17 @@ class Ensemble:
         self._inject("disk", sid, kind, float(delay_ms))
 
     def arm_crash(self, sid: int, point: str, nth: int = 1) -> None:
-        """Kill ``sid`` the ``nth`` time it passes crash ``point`` (`zabray faults points`)."""
+        """Kill ``sid`` the ``nth`` time it passes crash ``point`` (`zabray faults points`);
+        replaces whatever was armed on it."""
         from zabray.crashpoints import check_point
 
         self._inject("arm", sid, check_point(point), nth)
+
+    def arm_crashes(self, sid: int, points: CrashPoints) -> None:
+        """Arm several crash points on running ``sid`` at once, each with its own nth (same
+        shapes as ``restart``'s ``crash_points``); the first reached kills it. Replaces what
+        was armed; an empty list disarms."""
+        self._inject("arm_many", sid, [(c.point, c.nth) for c in crash_points_of(points)])
 
     def run_schedule(self, schedule: str | os.PathLike[str] | dict[str, Any], seed: int | None = None,
                      wait: bool = True, timeout: float = 600) -> dict[str, Any]:
