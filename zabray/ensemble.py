@@ -449,30 +449,46 @@ class Ensemble:
             raise ConfigError(f"ensemble {self.name!r} runs service: zookeeper, which takes ZooKeeper "
                               f"requests, not raw values: write through a session (ens.session(), or `zabray create|set`)")
 
-    def submit(self, value: bytes, timeout: float = 10.0) -> Zxid:
+    def _check_replica(self, replica: int | None) -> None:
+        """``ConfigError`` unless ``replica`` is None or a member (voter or observer)."""
+        if replica is None:
+            return
+        members = [int(s) for s in self.info.get("voters", [])] + [int(s) for s in self.info.get("observers", [])]
+        if isinstance(replica, bool) or not isinstance(replica, int) or replica not in members:
+            raise ConfigError(f"no replica {replica!r} in ensemble {self.name!r} (replicas are {members})")
+
+    def submit(self, value: bytes, timeout: float = 10.0, *, replica: int | None = None) -> Zxid:
         """Replicate ``value``; returns its zxid once committed. Raises ``UncertainOutcomeError``
         if the write may or may not have committed, ``NoQuorumError`` if nothing committed it.
-        ``service: broadcast`` only (``ConfigError`` on a ZooKeeper ensemble: use a session)."""
+        ``replica`` sends it to that replica (a follower or observer forwards it to the leader;
+        a refusal is retried there until ``timeout``; ``NotRunningError`` if it cannot be reached)
+        instead of the leader. ``service: broadcast`` only (``ConfigError`` on a ZooKeeper
+        ensemble: use a session)."""
         if not isinstance(value, (bytes, bytearray)):
             raise ConfigError(f"submit takes bytes, got {type(value).__name__}")
         self._check_raw()
+        self._check_replica(replica)
         loop, client = self._ensure_client()
-        return loop.run(client.submit(bytes(value), timeout))
+        return loop.run(client.submit(bytes(value), timeout, replica))
 
-    async def submit_async(self, value: bytes, timeout: float = 10.0) -> Zxid:
+    async def submit_async(self, value: bytes, timeout: float = 10.0, *, replica: int | None = None) -> Zxid:
         """``submit`` for coroutines; many may be in flight at once."""
         self._check_raw()
+        self._check_replica(replica)
         loop, client = self._ensure_client()
-        fut = asyncio.run_coroutine_threadsafe(client.submit(bytes(value), timeout), loop.loop)
+        fut = asyncio.run_coroutine_threadsafe(client.submit(bytes(value), timeout, replica), loop.loop)
         return await asyncio.wrap_future(fut)
 
-    def submit_many(self, values: list[bytes], timeout: float = 30.0) -> list[Zxid | BaseException]:
+    def submit_many(self, values: list[bytes], timeout: float = 30.0, *,
+                    replica: int | None = None) -> list[Zxid | BaseException]:
         """Submit all at once (pipelined); one result or exception per value, in order."""
         self._check_raw()
+        self._check_replica(replica)
         loop, client = self._ensure_client()
 
         async def go() -> list[Any]:
-            return await asyncio.gather(*(client.submit(v, timeout) for v in values), return_exceptions=True)
+            return await asyncio.gather(*(client.submit(v, timeout, replica) for v in values),
+                                        return_exceptions=True)
 
         return loop.run(go())
 
