@@ -14,15 +14,25 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zabray.client import EnsembleClient, LoopThread
 from zabray.config import EnsembleConfig
 from zabray.crashpoints import CrashPoints
 from zabray.crashpoints import crash_points as crash_points_of
-from zabray.errors import ConfigError, NoQuorumError, NotRunningError, RequestTimeoutError, ZabError
+from zabray.errors import (
+    ConfigError,
+    NoQuorumError,
+    NotRunningError,
+    RequestTimeoutError,
+    StorageError,
+    ZabError,
+)
 from zabray.protocol.zxid import Zxid
 from zabray.rayhead import running_head
+
+if TYPE_CHECKING:
+    from storage.diskview import DiskView
 
 log = logging.getLogger(__name__)
 NAMESPACE = "zabray"
@@ -526,6 +536,42 @@ class Ensemble:
             self.name, self._addresses(), timeout)
         ray.get(handle.session_id.remote(), timeout=60)  # connected
         return handle
+
+    def inspect(self, sid: int) -> DiskView:
+        """A read-only view of replica ``sid``'s disk (``storage.diskview``): its epochs,
+        snapshots and logged txns, the tail past its newest snapshot marked not known committed.
+        Works whether the replica runs or not: read here when its disk is on this node, else by
+        a task on its node. A running replica's files may change while read, so that is retried."""
+        import ray
+
+        from storage.diskview import read_disk
+
+        self._check_replica(sid)
+        self.info = self._call("describe")
+        path = str(self.info["data_dirs"][sid])
+        node = str(self.info["replicas"][sid]["node_id"])
+        if node not in {n["NodeID"] for n in ray.nodes() if n["Alive"]}:
+            raise NotRunningError(f"node {node[:12]} that holds replica {sid}'s disk is gone")
+        for attempt in range(3):
+            try:
+                if node == ray.get_runtime_context().get_node_id():
+                    return read_disk(path)
+                from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+                task: Any = ray.remote(read_disk).options(
+                    num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
+                try:
+                    view: DiskView = ray.get(task.remote(path), timeout=120)
+                    return view
+                except ray.exceptions.RayTaskError as e:
+                    raise _cause(e) from None
+                except ray.exceptions.GetTimeoutError:
+                    raise RequestTimeoutError(f"reading replica {sid}'s disk took over 120 s") from None
+            except StorageError:  # a CorruptionError too: a running replica may have moved files
+                running = any(s.alive for s in self.status() if s.sid == sid)
+                if attempt == 2 or not running:
+                    raise
+        raise AssertionError("unreachable")
 
     def snapshot(self, sid: int) -> dict[str, int]:
         """Ask replica ``sid`` to take a snapshot now."""
