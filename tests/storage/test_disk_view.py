@@ -4,7 +4,10 @@ the typed errors a replica's start would raise, and never changes a byte of what
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
+import json
 import os
 from pathlib import Path
 
@@ -34,6 +37,7 @@ def fingerprint(root: Path) -> dict[str, tuple[str, int, int]]:
 def write_replica(root: Path) -> tuple[list[Txn], Zxid]:
     """A replica data dir as the replica lays it out (``store/`` + ``incarnation``): 3 epochs of
     txns over several segments, two snapshots; returns every txn written and the newest snapshot."""
+    root.mkdir(parents=True, exist_ok=True)
     (root / "incarnation").write_text("4")
     txns: list[Txn] = []
     snap = Zxid(0)
@@ -155,3 +159,37 @@ def test_not_a_data_directory(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not a replica's data directory"):
         read_disk(tmp_path / "other")
     assert os.listdir(tmp_path / "other") == ["notes.txt"]
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    from zabray.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(list(argv))
+    return rc, out.getvalue(), err.getvalue()
+
+
+def test_the_command_reads_a_directory_without_ray(tmp_path: Path) -> None:
+    txns, snap = write_replica(tmp_path / "data" / "ens" / "replica-2")
+    before = fingerprint(tmp_path)
+    rc, out, _ = run_cli("inspect", "2", "--name", "ens", "--data-dir", str(tmp_path / "data"), "--tail", "3")
+    assert rc == 0
+    assert "epochs: accepted 3 (leader 2), current 3" in out and "incarnation 4" in out
+    assert "committed through 2:20" in out and f"last zxid {txns[-1].zxid}" in out
+    rows = out.splitlines()[-3:]
+    assert [r.split()[0] for r in rows] == ["3:28", "3:29", "3:30"]
+    assert all(r.endswith("not known committed") for r in rows)
+    rc, out, _ = run_cli("inspect", "2", "--data-dir", str(tmp_path / "data" / "ens" / "replica-2"), "--json")
+    d = json.loads(out)
+    assert rc == 0 and len(d["log"]) == len(read_disk(tmp_path / "data" / "ens" / "replica-2").log)
+    assert d["log"][-1]["committed"] is False and d["snapshots"][-1]["zxid"] == "2:20"
+    assert fingerprint(tmp_path) == before
+    # Damage: one line naming the file, exit 1; a directory that is not a replica's: exit 2.
+    epoch = tmp_path / "data" / "ens" / "replica-2" / "store" / "acceptedEpoch"
+    epoch.write_bytes(b"\0" * 3)
+    rc, out, err = run_cli("inspect", "2", "--name", "ens", "--data-dir", str(tmp_path / "data"))
+    assert (rc, out) == (1, "") and err.count("\n") == 1
+    assert err.startswith("zabray inspect: CorruptionError: acceptedEpoch: 3 bytes at offset 0")
+    rc, _, err = run_cli("inspect", "1", "--data-dir", str(tmp_path / "nowhere"))
+    assert rc == 2 and "no replica data directory" in err
