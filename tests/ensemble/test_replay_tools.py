@@ -115,6 +115,10 @@ def test_unknown_crash_points_fail_fast_and_touch_nothing(start) -> None:  # typ
         ens.restart(follower, crash_points=[("recv:NEWLEADER", 0)])
     with pytest.raises(ConfigError, match="named twice"):
         ens.restart(follower, crash_points=["recv:DIFF", ("recv:DIFF", 2)])
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        rc = cli_main(["restart", str(follower), "--name", ens.name, "--crash-point", "recv:NOPE#2"])
+    assert rc == 2 and "unknown crash point 'recv:NOPE'" in err.getvalue()
     assert replica(ens, follower).state == "DOWN"  # none of those restarted it
     ens.restart(follower)
     wait_until(lambda: converged(ens), timeout=60, what="the plain restart")
@@ -139,6 +143,13 @@ def test_writes_aimed_at_each_follower_commit(start) -> None:  # type: ignore[no
     aimed[int(z)] = leader
     with pytest.raises(ConfigError, match="no replica 7"):
         ens.submit(b"nowhere", replica=7)
+    out = io.StringIO()  # the command, aimed at the last follower
+    with contextlib.redirect_stdout(out):
+        assert cli_main(["submit", "--name", ens.name, "--replica", str(followers[-1]), "by the command"]) == 0
+    epoch, counter = out.getvalue().strip().split(":")
+    z = Zxid.of(int(epoch), int(counter))
+    acked[int(z)] = digest(b"by the command")
+    aimed[int(z)] = followers[-1]
     wait_until(lambda: converged(ens), timeout=60, what="all replicas converging")
     assert_no_loss(ens, acked)
     for sid, h in ens.histories().items():
