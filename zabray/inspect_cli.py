@@ -74,10 +74,12 @@ def render(view: DiskView, sid: int, tail: int) -> list[str]:
            f"epochs: accepted {view.accepted_epoch} (leader {view.accepted_leader}), current {view.current_epoch}",
            f"snapshots (generation {view.generation}):" if view.snapshots else
            "snapshots: none (recovery starts from the empty initial state)"]
+    if view.snapshots:
+        out.append(f"  {'zxid':>12} {'bytes':>12}    file")
     for s in view.snapshots:
         note = " stale (older generation)" if s.stale else ""
         note += f"  DAMAGED: {s.problem}" if s.problem else ""
-        out.append(f"  {fmt(s.zxid):>12} {s.size:>12,} B  {s.name}{note}")
+        out.append(f"  {fmt(s.zxid):>12} {s.size:>12,}    {s.name}{note}")
     log = view.log
     after = view.not_known_committed()
     out.append(f"log: {len(view.segments)} segment(s), {len(log):,} txns"
