@@ -24,6 +24,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from actors.replica import ReplicaActor
 from zabray import trace
 from zabray.config import EnsembleConfig
+from zabray.crashpoints import crash_points as check_crash_points
 from zabray.errors import ConfigError, NotRunningError
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ class EnsembleController:
             await snap.set_replicas.remote(dict(self.handles))
         return self._describe()
 
-    async def _launch(self, sid: int) -> None:
+    async def _launch(self, sid: int, crash_points: list[tuple[str, int]] | None = None) -> None:
         previous = self.info.get(sid, {}).get("incarnation", -1)
         actor = ray.remote(ReplicaActor).options(
             num_cpus=0,
@@ -111,7 +112,8 @@ class EnsembleController:
         )
         handle: Any = actor.remote(ensemble=self.name, sid=sid, config=self.cfg.to_dict(), voters=self.voters,
                               observers=self.observers, data_dir=self.data_dir(sid), run_dir=self.run_dir,
-                              min_incarnation=previous + 1, secret=self._secret)
+                              min_incarnation=previous + 1, secret=self._secret,
+                              crash_points=list(crash_points or ()))
         info = await handle.start.remote()
         self.handles[sid] = handle
         self.info[sid] = info
@@ -138,6 +140,8 @@ class EnsembleController:
             "run_dir": self.run_dir,
             "clients": {sid: i["client"] for sid, i in self.info.items()},
             "replicas": {sid: {**i, "node_id": self.node_of[sid]} for sid, i in self.info.items()},
+            # Where each replica keeps its disk (its own absolute path once it ran), for ``inspect``.
+            "data_dirs": {sid: self.info.get(sid, {}).get("data_dir") or self.data_dir(sid) for sid in self.members},
         }
 
     # -- observation --------------------------------------------------------------------------------
@@ -241,11 +245,14 @@ class EnsembleController:
             return False
         return True
 
-    async def restart(self, sid: int, fresh: bool = False) -> dict[str, Any]:
+    async def restart(self, sid: int, fresh: bool = False,
+                      crash_points: list[tuple[str, int]] | None = None) -> dict[str, Any]:
         """Recover ``sid`` from its disk on the node that holds it; ``fresh`` wipes it and lets
         the leader resync it (also the way out when that node is gone). A replica that died on
-        its own (a crash point, a failed fsync) is restarted the same way."""
+        its own (a crash point, a failed fsync) is restarted the same way. ``crash_points``
+        (``(point, nth)`` pairs) are armed in the new process before it opens anything."""
         self._check(sid)
+        points = [(c.point, c.nth) for c in check_crash_points(crash_points)]
         if await self._alive(sid):
             raise ConfigError(f"replica {sid} is running; kill it before restarting it")
         alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
@@ -257,7 +264,9 @@ class EnsembleController:
             self.node_of[sid] = sorted(alive)[sid % len(alive)]
         if fresh:
             shutil.rmtree(self.data_dir(sid), ignore_errors=True)
-        await self._launch(sid)
+        for point, nth in points:  # recorded first: the replica may die at one before _launch returns
+            self._fault("arm-crash-point", f"{sid}:{point}#{nth}")
+        await self._launch(sid, points)
         await self._publish_peers()
         if self.groups is not None:
             await self._apply_partition()

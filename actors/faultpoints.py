@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from zabray.crashpoints import PERSIST_KIND_OF, check_point  # noqa: F401 (PERSIST_KIND_OF: for the replica)
-from zabray.errors import ConfigError
+from zabray.crashpoints import PERSIST_KIND_OF, crash_points  # noqa: F401 (PERSIST_KIND_OF: for the replica)
 
 
 @dataclass
@@ -64,34 +64,51 @@ class LinkShaper:
 
 
 class ReplicaFaults:
-    def __init__(self) -> None:
-        self.crash: ArmedCrash | None = None
+    """A replica's injected faults. ``crash`` is None when no crash point is armed (the shell's
+    hot paths test only that), else the armed points: the first to reach its nth pass fires."""
+
+    def __init__(self, crash_points: Sequence[tuple[str, int]] = ()) -> None:
+        self.crash: list[ArmedCrash] | None = None
         self.fail_next_sync = False
         self.sync_delay_s = 0.0
         self.links = LinkShaper()
+        if crash_points:
+            self.arm_all(crash_points)
 
     def arm(self, point: str, nth: int = 1) -> None:
-        if nth < 1:
-            raise ConfigError("nth must be at least 1")
-        self.crash = ArmedCrash(check_point(point), nth)
+        """Arm ``point`` alone (whatever was armed before is disarmed)."""
+        self.arm_all([(point, nth)])
+
+    def arm_all(self, points: Sequence[tuple[str, int]]) -> None:
+        """Arm every ``(point, nth)`` at once, replacing what was armed; empty disarms."""
+        armed = [ArmedCrash(c.point, c.nth) for c in crash_points(points)]
+        self.crash = armed or None
 
     def hit(self, point: str, phase: str) -> bool:
-        """Count a pass through ``point``; True when the armed crash fires now."""
-        c = self.crash
-        if c is None:
+        """Count a pass through ``point``; True when an armed crash fires now (it is then spent,
+        and so are the others: the process dies)."""
+        armed = self.crash
+        if armed is None:
             return False
-        base, _, want_phase = c.point.partition("@")
-        if base != point or (want_phase and want_phase != phase):
-            return False
-        c.remaining -= 1
-        if c.remaining > 0:
-            return False
-        self.crash = None
-        return True
+        fire = False
+        for c in armed:
+            base, _, want_phase = c.point.partition("@")
+            if base != point or (want_phase and want_phase != phase):
+                continue
+            c.remaining -= 1
+            fire = fire or c.remaining <= 0
+        if fire:
+            self.crash = None
+        return fire
+
+    def armed(self) -> list[dict[str, object]]:
+        """The armed crash points, each with the passes left before it fires."""
+        return [{"point": c.point, "remaining": c.remaining} for c in self.crash or ()]
 
     def describe(self) -> dict[str, object]:
         return {
-            "armed": f"{self.crash.point} (in {self.crash.remaining})" if self.crash else None,
+            "armed": ", ".join(f"{c.point} (in {c.remaining})" for c in self.crash) if self.crash else None,
+            "crash_points": self.armed(),
             "fail_next_sync": self.fail_next_sync,
             "sync_delay_ms": self.sync_delay_s * 1000,
             "links": {p: ("held" if math.isinf(d) else f"{d * 1000:.0f} ms") for p, d in self.links.delay.items()},

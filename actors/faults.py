@@ -19,6 +19,7 @@ import ray
 
 from actors.controller import NAMESPACE, controller_name
 from zabray import schedule as sched
+from zabray.crashpoints import crash_points
 from zabray.errors import ConfigError, NotRunningError
 
 log = logging.getLogger(__name__)
@@ -81,8 +82,9 @@ class FaultInjector:
     async def kill(self, sid: int) -> None:
         await self.controller.kill.remote(sid)
 
-    async def restart(self, sid: int, fresh: bool = False) -> dict[str, Any]:
-        return await self.controller.restart.remote(sid, fresh)
+    async def restart(self, sid: int, fresh: bool = False,
+                      crash_points: list[tuple[str, int]] | None = None) -> dict[str, Any]:
+        return await self.controller.restart.remote(sid, fresh, crash_points)
 
     async def pause(self, sid: int) -> None:
         await self.controller.pause.remote(sid)
@@ -182,6 +184,15 @@ class FaultInjector:
         await h.arm_crash.remote(point, nth)
         now = time.time()
         await self._record("arm-crash-point", f"{sid}:{point}#{nth}", now, now)
+
+    async def arm_many(self, sid: int, points: list[tuple[str, int]]) -> None:
+        """Arm several crash points on ``sid`` at once (replacing what was armed); empty disarms."""
+        armed = crash_points(points)
+        h = await self._running(sid)
+        await h.arm_crashes.remote([(c.point, c.nth) for c in armed])
+        now = time.time()
+        what = ",".join(c.describe() for c in armed) or "none (disarmed)"
+        await self._record("arm-crash-point", f"{sid}:{what}", now, now)
 
     # -- schedules ----------------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ import os
 import random
 import time
 from collections import deque
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,10 @@ def next_incarnation(data_dir: Path, at_least: int = 0) -> int:
 class ReplicaServer:
     def __init__(self, *, ensemble: str, sid: int, config: EnsembleConfig | dict[str, Any], voters: list[int],
                  observers: list[int], data_dir: str, run_dir: str | None = None,
-                 min_incarnation: int = 0, secret: Secret | None = None) -> None:
+                 min_incarnation: int = 0, secret: Secret | None = None,
+                 crash_points: Sequence[tuple[str, int]] = ()) -> None:
+        """``crash_points`` are armed here, before ``start`` opens its disk or any socket, so a
+        replica can die at the first matching step of its own recovery."""
         self.ensemble = ensemble
         self.secret = secret  # proves membership to peers and broadcast clients; never logged
         self.sid = sid
@@ -120,7 +124,7 @@ class ReplicaServer:
         self._zk_clients: set[ZkClientConn] = set()
         self._trace: trace.TraceWriter | None = None
         self._snap_due = self._snapshot_interval()
-        self.faults = ReplicaFaults()
+        self.faults = ReplicaFaults(crash_points)
         self._dying = False
         self.zk: ZooKeeperService | None = (ZooKeeperService(sid, self.stats, config)
                                             if config.service == "zookeeper" else None)
@@ -169,7 +173,7 @@ class ReplicaServer:
         log.info("replica %d (incarnation %d) up: quorum port %d, client port %d, ZooKeeper port %s, last zxid %s",
                  self.sid, self.incarnation, qport, cport, zk_addr[1] if zk_addr else "-", durable.last_zxid)
         return {"sid": self.sid, "quorum": [host, qport], "client": [host, cport], "zk_client": zk_addr,
-                "pid": os.getpid(), "incarnation": self.incarnation}
+                "pid": os.getpid(), "incarnation": self.incarnation, "data_dir": str(self.data_dir.resolve())}
 
     def _close_clients(self) -> None:
         for srv in (self._client_server, self._zk_server):
@@ -525,6 +529,10 @@ class ReplicaActor:
 
     async def arm_crash(self, point: str, nth: int = 1) -> None:
         self.server.faults.arm(point, nth)
+
+    async def arm_crashes(self, points: list[tuple[str, int]]) -> None:
+        """Arm several crash points at once (replacing what was armed); empty disarms."""
+        self.server.faults.arm_all(points)
 
     async def disk_fault(self, kind: str, delay_ms: float = 0.0) -> None:
         f = self.server.faults

@@ -15,7 +15,8 @@ from zabray.errors import ConfigError
 # Modules that add subcommands through ``register(subparsers)``; optional ones (needing extras
 # that are not installed) are skipped quietly.
 _COMMAND_MODULES = ("zabray.commands", "zabray.faults_cli", "zabray.sim.cli", "zabray.pipeline.cli",
-                    "zabray.zk_cli", "zabray.experiments.cli", "zabray.security_cli")
+                    "zabray.zk_cli", "zabray.experiments.cli", "zabray.security_cli",
+                    "zabray.inspect_cli")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -24,6 +24,7 @@ from zabray.auth import CLIENT, AuthFailed, Connector, Secret
 from zabray.errors import (
     AuthenticationError,
     CodecError,
+    ConfigError,
     NoQuorumError,
     NotRunningError,
     UncertainOutcomeError,
@@ -270,19 +271,35 @@ class EnsembleClient:
                 raise NoQuorumError(f"could not submit: {last_error}")
             await asyncio.sleep(0.02)
 
-    async def submit(self, value: bytes, timeout: float = 10.0) -> Zxid:
+    async def _aimed(self, sid: int, deadline: float) -> ReplicaConnection:
+        """A connection to replica ``sid`` for a write aimed at it: no leader lookup; a replica
+        that does not answer is tried again (its address refreshed) until ``deadline``."""
+        if sid not in self.addresses:
+            raise ConfigError(f"no replica {sid} in ensemble {self.ensemble!r} (replicas are {sorted(self.addresses)})")
+        while True:
+            try:
+                return await self._conn(sid)
+            except NotRunningError as e:
+                if time.monotonic() >= deadline:
+                    raise NotRunningError(f"could not submit to replica {sid}: {e}") from None
+            await self._maybe_refresh()
+            await asyncio.sleep(0.02)
+
+    async def submit(self, value: bytes, timeout: float = 10.0, replica: int | None = None) -> Zxid:
         """Replicate ``value``; returns its zxid once committed (and delivered by the replica asked).
 
         Writes leave in the order ``submit`` was called (FIFO client order, as ZooKeeper
         promises): finding the target happens under a fair lock and the send itself never
         waits. A write refused before it left a replica is retried until ``timeout``.
+        ``replica`` aims the write at that replica (a follower forwards it to its leader);
+        a refusal is retried there, never on another replica.
         """
         deadline = time.monotonic() + timeout
         loop_deadline = asyncio.get_running_loop().time() + timeout
         if self._lock is None:
             self._lock = asyncio.Lock()
         while True:
-            leader = self.leader
+            leader = self.leader if replica is None else replica
             conn = self.conns.get(leader) if leader is not None else None
             if conn is not None and conn.alive and self._queued == 0:
                 # Nobody is waiting to send: sending now keeps the order, without the lock.
@@ -291,7 +308,7 @@ class EnsembleClient:
                 self._queued += 1
                 try:
                     async with self._lock:
-                        conn = await self._target(deadline)
+                        conn = await (self._target(deadline) if replica is None else self._aimed(replica, deadline))
                         fut = conn.request(lambda rid: cp.SubmitReq(rid, value), loop_deadline)
                 finally:
                     self._queued -= 1

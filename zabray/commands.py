@@ -37,11 +37,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("values", nargs="*", help="values to write (default: --count generated values)")
     p.add_argument("--count", type=int, default=1)
     p.add_argument("--size", type=int, default=1024)
+    p.add_argument("--replica", type=int, default=None,
+                   help="send the writes to this replica (a follower forwards them to its leader)")
     p = add("kill", "crash a replica (its disk is kept): SID or 'leader'", kill)
     p.add_argument("sid")
     p = add("restart", "recover a killed replica from its disk", restart)
     p.add_argument("sid", type=int)
     p.add_argument("--fresh", action="store_true", help="wipe it and rebuild it from the leader")
+    p.add_argument("--crash-point", action="append", default=[], metavar="POINT[#N]",
+                   help="arm this crash point (`zabray faults points`) before the replica opens anything: "
+                        "it dies the Nth time (default 1) it passes it; repeatable, the first reached fires")
     p = add("pause", "freeze a replica's process (SIGSTOP)", lambda a: _control(a, "pause"))
     p.add_argument("sid", type=int)
     p = add("resume", "thaw a paused replica (SIGCONT)", lambda a: _control(a, "resume"))
@@ -142,7 +147,7 @@ def submit(args: argparse.Namespace) -> int:
     ens = _ens(args)
     values = [v.encode() for v in args.values] or [os.urandom(args.size) for _ in range(args.count)]
     t0 = time.monotonic()
-    results = ens.submit_many(values)
+    results = ens.submit_many(values, replica=args.replica)
     elapsed = time.monotonic() - t0
     failed = [(v, z) for v, z in zip(values, results, strict=True) if isinstance(z, BaseException)]
     for v, z in failed[:5]:
@@ -178,8 +183,16 @@ def kill(args: argparse.Namespace) -> int:
 
 
 def restart(args: argparse.Namespace) -> int:
-    _ens(args).restart(args.sid, fresh=args.fresh)
-    print(f"restarted replica {args.sid}")
+    points = []
+    for spec in args.crash_point:
+        point, _, nth = spec.partition("#")
+        try:
+            points.append((point, int(nth) if nth else 1))
+        except ValueError:
+            raise ConfigError(f"--crash-point takes POINT or POINT#N, not {spec!r}") from None
+    _ens(args).restart(args.sid, fresh=args.fresh, crash_points=points)
+    armed = f" with crash point(s) {', '.join(args.crash_point)} armed" if points else ""
+    print(f"restarted replica {args.sid}{armed}")
     return 0
 
 

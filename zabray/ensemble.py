@@ -14,13 +14,25 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zabray.client import EnsembleClient, LoopThread
 from zabray.config import EnsembleConfig
-from zabray.errors import ConfigError, NoQuorumError, NotRunningError, RequestTimeoutError, ZabError
+from zabray.crashpoints import CrashPoints
+from zabray.crashpoints import crash_points as crash_points_of
+from zabray.errors import (
+    ConfigError,
+    NoQuorumError,
+    NotRunningError,
+    RequestTimeoutError,
+    StorageError,
+    ZabError,
+)
 from zabray.protocol.zxid import Zxid
 from zabray.rayhead import running_head
+
+if TYPE_CHECKING:
+    from storage.diskview import DiskView
 
 log = logging.getLogger(__name__)
 NAMESPACE = "zabray"
@@ -132,6 +144,12 @@ class ReplicaStatus:
             node_label=d.get("node_label"),
             zk_client=(str(d["zk_client"][0]), int(d["zk_client"][1])) if d.get("zk_client") else None,
         )
+
+    @property
+    def crash_points(self) -> list[tuple[str, int]]:
+        """The crash points armed on a running replica: (point, passes left before it fires)."""
+        armed = (self.raw.get("faults") or {}).get("crash_points") or []
+        return [(str(c["point"]), int(c["remaining"])) for c in armed]
 
     @property
     def established_leader(self) -> bool:
@@ -302,9 +320,15 @@ class Ensemble:
         """Crash replica ``sid`` (its process dies at once; its disk is kept)."""
         self._inject("kill", sid)
 
-    def restart(self, sid: int, fresh: bool = False) -> None:
-        """Recover ``sid`` from its disk on its node; ``fresh=True`` rebuilds it from the leader."""
-        self._inject("restart", sid, fresh)
+    def restart(self, sid: int, fresh: bool = False, crash_points: CrashPoints | None = None) -> None:
+        """Recover ``sid`` from its disk on its node; ``fresh=True`` rebuilds it from the leader.
+
+        ``crash_points`` (``[("recv:NEWLEADER", 1), ...]``, ``{"recv:NEWLEADER": 1}`` or names)
+        are armed in the new process before it opens its disk or any connection, so it dies at
+        the first of them it reaches, e.g. during its own recovery. ``ConfigError`` on an
+        unknown name, before anything is restarted."""
+        points = [(c.point, c.nth) for c in crash_points_of(crash_points)]
+        self._inject("restart", sid, fresh, points or None)
         self._refresh_addresses()
 
     def pause(self, sid: int) -> None:
@@ -340,10 +364,17 @@ class Ensemble:
         self._inject("disk", sid, kind, float(delay_ms))
 
     def arm_crash(self, sid: int, point: str, nth: int = 1) -> None:
-        """Kill ``sid`` the ``nth`` time it passes crash ``point`` (`zabray faults points`)."""
+        """Kill ``sid`` the ``nth`` time it passes crash ``point`` (`zabray faults points`);
+        replaces whatever was armed on it."""
         from zabray.crashpoints import check_point
 
         self._inject("arm", sid, check_point(point), nth)
+
+    def arm_crashes(self, sid: int, points: CrashPoints) -> None:
+        """Arm several crash points on running ``sid`` at once, each with its own nth (same
+        shapes as ``restart``'s ``crash_points``); the first reached kills it. Replaces what
+        was armed; an empty list disarms."""
+        self._inject("arm_many", sid, [(c.point, c.nth) for c in crash_points_of(points)])
 
     def run_schedule(self, schedule: str | os.PathLike[str] | dict[str, Any], seed: int | None = None,
                      wait: bool = True, timeout: float = 600) -> dict[str, Any]:
@@ -428,30 +459,46 @@ class Ensemble:
             raise ConfigError(f"ensemble {self.name!r} runs service: zookeeper, which takes ZooKeeper "
                               f"requests, not raw values: write through a session (ens.session(), or `zabray create|set`)")
 
-    def submit(self, value: bytes, timeout: float = 10.0) -> Zxid:
+    def _check_replica(self, replica: int | None) -> None:
+        """``ConfigError`` unless ``replica`` is None or a member (voter or observer)."""
+        if replica is None:
+            return
+        members = [int(s) for s in self.info.get("voters", [])] + [int(s) for s in self.info.get("observers", [])]
+        if isinstance(replica, bool) or not isinstance(replica, int) or replica not in members:
+            raise ConfigError(f"no replica {replica!r} in ensemble {self.name!r} (replicas are {members})")
+
+    def submit(self, value: bytes, timeout: float = 10.0, *, replica: int | None = None) -> Zxid:
         """Replicate ``value``; returns its zxid once committed. Raises ``UncertainOutcomeError``
         if the write may or may not have committed, ``NoQuorumError`` if nothing committed it.
-        ``service: broadcast`` only (``ConfigError`` on a ZooKeeper ensemble: use a session)."""
+        ``replica`` sends it to that replica (a follower or observer forwards it to the leader;
+        a refusal is retried there until ``timeout``; ``NotRunningError`` if it cannot be reached)
+        instead of the leader. ``service: broadcast`` only (``ConfigError`` on a ZooKeeper
+        ensemble: use a session)."""
         if not isinstance(value, (bytes, bytearray)):
             raise ConfigError(f"submit takes bytes, got {type(value).__name__}")
         self._check_raw()
+        self._check_replica(replica)
         loop, client = self._ensure_client()
-        return loop.run(client.submit(bytes(value), timeout))
+        return loop.run(client.submit(bytes(value), timeout, replica))
 
-    async def submit_async(self, value: bytes, timeout: float = 10.0) -> Zxid:
+    async def submit_async(self, value: bytes, timeout: float = 10.0, *, replica: int | None = None) -> Zxid:
         """``submit`` for coroutines; many may be in flight at once."""
         self._check_raw()
+        self._check_replica(replica)
         loop, client = self._ensure_client()
-        fut = asyncio.run_coroutine_threadsafe(client.submit(bytes(value), timeout), loop.loop)
+        fut = asyncio.run_coroutine_threadsafe(client.submit(bytes(value), timeout, replica), loop.loop)
         return await asyncio.wrap_future(fut)
 
-    def submit_many(self, values: list[bytes], timeout: float = 30.0) -> list[Zxid | BaseException]:
+    def submit_many(self, values: list[bytes], timeout: float = 30.0, *,
+                    replica: int | None = None) -> list[Zxid | BaseException]:
         """Submit all at once (pipelined); one result or exception per value, in order."""
         self._check_raw()
+        self._check_replica(replica)
         loop, client = self._ensure_client()
 
         async def go() -> list[Any]:
-            return await asyncio.gather(*(client.submit(v, timeout) for v in values), return_exceptions=True)
+            return await asyncio.gather(*(client.submit(v, timeout, replica) for v in values),
+                                        return_exceptions=True)
 
         return loop.run(go())
 
@@ -489,6 +536,42 @@ class Ensemble:
             self.name, self._addresses(), timeout)
         ray.get(handle.session_id.remote(), timeout=60)  # connected
         return handle
+
+    def inspect(self, sid: int) -> DiskView:
+        """A read-only view of replica ``sid``'s disk (``storage.diskview``): its epochs,
+        snapshots and logged txns, the tail past its newest snapshot marked not known committed.
+        Works whether the replica runs or not: read here when its disk is on this node, else by
+        a task on its node. A running replica's files may change while read, so that is retried."""
+        import ray
+
+        from storage.diskview import read_disk
+
+        self._check_replica(sid)
+        self.info = self._call("describe")
+        path = str(self.info["data_dirs"][sid])
+        node = str(self.info["replicas"][sid]["node_id"])
+        if node not in {n["NodeID"] for n in ray.nodes() if n["Alive"]}:
+            raise NotRunningError(f"node {node[:12]} that holds replica {sid}'s disk is gone")
+        for attempt in range(3):
+            try:
+                if node == ray.get_runtime_context().get_node_id():
+                    return read_disk(path)
+                from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+                task: Any = ray.remote(read_disk).options(
+                    num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
+                try:
+                    view: DiskView = ray.get(task.remote(path), timeout=120)
+                    return view
+                except ray.exceptions.RayTaskError as e:
+                    raise _cause(e) from None
+                except ray.exceptions.GetTimeoutError:
+                    raise RequestTimeoutError(f"reading replica {sid}'s disk took over 120 s") from None
+            except StorageError:  # a CorruptionError too: a running replica may have moved files
+                running = any(s.alive for s in self.status() if s.sid == sid)
+                if attempt == 2 or not running:
+                    raise
+        raise AssertionError("unreachable")
 
     def snapshot(self, sid: int) -> dict[str, int]:
         """Ask replica ``sid`` to take a snapshot now."""
