@@ -109,6 +109,11 @@ class EnsembleController:
             # Unique per incarnation: a crashed actor's name lingers in the GCS for a moment.
             name=f"{self.name}:replica-{sid}:{previous + 1}",
             namespace=NAMESPACE,
+            # Ray starts workers at nice 15 so that its own daemons win the CPU; a replica is a
+            # latency-bound server, and a machine it shares with other servers (ZooKeeper in the
+            # side-by-side benchmarks, say) would otherwise starve it. Ray's job supervisor does
+            # the same for itself.
+            runtime_env={"env_vars": {"RAY_worker_niceness": "0"}},
         )
         handle: Any = actor.remote(ensemble=self.name, sid=sid, config=self.cfg.to_dict(), voters=self.voters,
                               observers=self.observers, data_dir=self.data_dir(sid), run_dir=self.run_dir,

@@ -1,0 +1,125 @@
+"""Where a loaded ensemble spends its CPU: py-spy on the leader, a follower and the client at once.
+
+Starts a local ensemble (default configuration unless ``--config``/``--no-trace``), runs the
+broadcast load (1 KB values, ``--in-flight`` outstanding) and samples the three processes with
+py-spy for ``--seconds``. Prints, per process, the CPU it used per committed write and its top
+frames by own time and by inclusive time; the raw samples stay in ``--out`` (py-spy's "raw"
+format: one ``stack count`` line per distinct stack, ready for flamegraph tools).
+
+    .venv/bin/python benchmarks/profile.py                        # 3 replicas, tracing on
+    .venv/bin/python benchmarks/profile.py --no-trace --in-flight 1 --top 30
+
+py-spy needs permission to read another process's memory (root, or ptrace_scope 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# Run as a script, benchmarks/ would shadow the `storage` package with benchmarks/storage.py.
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+sys.path.insert(0, os.path.dirname(_here))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def top_frames(raw: Path, k: int) -> tuple[int, list[tuple[str, float]], list[tuple[str, float]]]:
+    """(samples, top own-time frames, top inclusive frames) of a py-spy raw file, as shares."""
+    own: collections.Counter[str] = collections.Counter()
+    incl: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        frames = stack.split(";")
+        own[frames[-1]] += n
+        for f in set(frames):
+            incl[f] += n
+    share = (lambda c: [(f, n / total) for f, n in c.most_common(k)]) if total else (lambda c: [])
+    return total, share(own), share(incl)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--replicas", type=int, default=3)
+    ap.add_argument("--in-flight", type=int, default=1000)
+    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--rate", type=int, default=200, help="py-spy samples per second")
+    ap.add_argument("--top", type=int, default=20)
+    ap.add_argument("--config", default=None, help="zabray YAML config (default: configs/local.yaml)")
+    ap.add_argument("--no-trace", action="store_true")
+    ap.add_argument("--out", type=Path, default=Path("profile-out"), help="directory for the raw samples")
+    args = ap.parse_args()
+
+    from zabray.config import EnsembleConfig
+    from zabray.ensemble import Ensemble
+    from zabray.workload import Workload
+
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(spy).exists():
+        sys.exit("py-spy is not installed: .venv/bin/pip install py-spy")
+    cfg = EnsembleConfig.load(args.config)
+    trace = cfg.trace and not args.no_trace
+    print(f"config {args.config or 'configs/local.yaml'}: fsync {cfg.fsync}, trace {trace}, auth {cfg.auth}; "
+          f"{args.replicas} replicas, {args.size} B values, {args.in_flight} in flight, {args.seconds} s")
+    args.out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="zabray-bench-profile-"))
+    ens = Ensemble.start(args.replicas, config=cfg.to_dict(), name=f"profile-{os.getpid()}",
+                         data_dir=str(tmp / "data"), run_dir=str(tmp / "run"), trace=trace)
+    try:
+        leader = ens.wait_for_leader(60)
+        pids = {"leader": next(s.pid for s in ens.status() if s.sid == leader),
+                "follower": next(s.pid for s in ens.status() if s.sid != leader),
+                "client": os.getpid()}
+        wl = Workload(ens, in_flight=args.in_flight, size=args.size).start()
+        time.sleep(2)  # past connection set-up and the first segment's allocation
+        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        n0 = len(wl.result.records)
+        spies = {name: subprocess.Popen([spy, "record", "-p", str(pid), "-d", str(int(args.seconds)), "-r",
+                                         str(args.rate), "-f", "raw", "-o", str(args.out / f"{name}.txt"),
+                                         "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                 for name, pid in pids.items()}
+        for name, p in spies.items():
+            if p.wait() != 0:
+                err = p.stderr.read().decode().strip() if p.stderr else ""
+                sys.exit(f"py-spy failed on the {name}: {err[-300:]}")
+        writes = len(wl.result.records) - n0
+        used = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
+        wl.stop()
+    finally:
+        ens.stop(wipe=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{writes:,} writes completed while sampling ({writes / args.seconds:,.0f}/s, slowed by the sampling)")
+    for name in pids:
+        total, own, incl = top_frames(args.out / f"{name}.txt", args.top)
+        per = 1e6 * used[name] / writes if writes else float("nan")
+        print(f"\n== {name}: {per:.0f} us of CPU per write (whole process, Ray's threads included), "
+              f"{total} samples")
+        print("   own time")
+        for f, s in own:
+            print(f"   {100 * s:5.1f}%  {f}")
+        print("   inclusive")
+        for f, s in incl:
+            print(f"   {100 * s:5.1f}%  {f}")
+    print(f"\nraw samples: {args.out}/{{leader,follower,client}}.txt")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""zabray against Apache ZooKeeper 3.8 on this machine, in one run: durable 1 KB writes.
+
+For each ensemble size, Apache ZooKeeper (Debian's package, forceSync on) and zabray in its
+default configuration (``configs/local.yaml``: fsync on, traces on) run side by side, and the
+load alternates between them round by round:
+
+- ``broadcast``: zabray's atomic broadcast from its own client (1 KB values, ``--in-flight``
+  outstanding, then one at a time) against ZooKeeper's setData from ZooKeeper's Java client with
+  the same window: what each system commits durably, through its fastest client.
+- ``service``: zabray's ZooKeeper service (``service: zookeeper``) against ZooKeeper, both
+  driven by ZooKeeper's Java client doing setData: the same client, the same operation.
+
+The table gives medians over rounds and the ratio zabray / ZooKeeper (above 1: zabray is
+faster; for p50 latency, below 1 is better).
+
+    .venv/bin/python benchmarks/zookeeper.py                         # 3, 5, 7 replicas, both paths
+    .venv/bin/python benchmarks/zookeeper.py --replicas 3 --paths broadcast --rounds 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+# Run as a script, benchmarks/ would shadow the `storage` package with benchmarks/storage.py.
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+sys.path.insert(0, os.path.dirname(_here))
+
+
+def _zkclients() -> Any:
+    spec = importlib.util.spec_from_file_location("zkclients", os.path.join(_here, "zkclients.py"))
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _zabray_broadcast(ens: Any, in_flight: int, size: int, seconds: float, warmup: float) -> dict[str, Any]:
+    from zabray.workload import Workload, percentile
+
+    warm = Workload(ens, in_flight=in_flight, size=size).start()
+    time.sleep(warmup)
+    warm.stop()
+    wl = Workload(ens, in_flight=in_flight, size=size).start()
+    time.sleep(seconds)
+    r = wl.stop()
+    lat = r.latencies_ms()
+    return {"ops_per_s": r.throughput(), "p50_ms": percentile(lat, 50), "p99_ms": percentile(lat, 99),
+            "errors": r.count("failed") + r.count("unknown")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--replicas", type=int, nargs="+", default=[3, 5, 7])
+    ap.add_argument("--paths", nargs="+", default=["broadcast", "service"], choices=["broadcast", "service"])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=5.0, help="timed seconds per run")
+    ap.add_argument("--warmup", type=float, default=1.0)
+    ap.add_argument("--in-flight", type=int, nargs="+", default=[1000, 1], help="outstanding writes per run")
+    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--config", default=None, help="zabray YAML config (default: configs/local.yaml)")
+    ap.add_argument("--json", default=None, help="also write every run's result here")
+    args = ap.parse_args()
+
+    import ray
+
+    from zabray import apache_zk
+    from zabray.config import EnsembleConfig
+    from zabray.ensemble import Ensemble
+
+    if not apache_zk.available():
+        sys.exit("Apache ZooKeeper is not installed: run bin/bootstrap (it installs Debian's zookeeper)")
+    java_load = _zkclients().java_load
+    cfg = EnsembleConfig.load(args.config)
+    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    print(f"machine: {platform.node()}, {os.cpu_count()} cores, python {platform.python_version()}, {loop}")
+    print(f"zabray: config {args.config or 'configs/local.yaml'} (fsync {cfg.fsync}, trace {cfg.trace}, "
+          f"auth {cfg.auth}, tls {cfg.tls}, tick_ms {cfg.tick_ms})")
+    print("ZooKeeper: Apache ZooKeeper 3.8 (Debian), forceSync=yes, setData from its Java client")
+    print(f"load: {args.size} B values, in flight {args.in_flight}, {args.seconds} s timed + {args.warmup} s "
+          f"warm-up per run, {args.rounds} rounds, alternating order; sizes {args.replicas}, paths {args.paths}")
+    tmp = Path(tempfile.mkdtemp(prefix="zabray-bench-zk-"))
+    ray.init(address="local", include_dashboard=False, log_to_driver=False, num_cpus=os.cpu_count() or 2)
+    results: list[dict[str, Any]] = []
+    try:
+        for n in args.replicas:
+            with apache_zk.ApacheZooKeeper(tmp / f"apache-{n}", servers=n) as azk:
+                for path in args.paths:
+                    pcfg = cfg.to_dict() | ({"service": "zookeeper"} if path == "service" else {})
+                    ens = Ensemble.start(n, config=pcfg, name=f"zkbench-{n}-{path}-{os.getpid()}",
+                                         data_dir=str(tmp / f"zabray-{n}-{path}"), run_dir=str(tmp / f"runs-{n}-{path}"))
+                    try:
+                        ens.wait_for_leader(60)
+                        for rnd in range(args.rounds):
+                            order = ["zookeeper", "zabray"] if rnd % 2 == 0 else ["zabray", "zookeeper"]
+                            for out in args.in_flight:
+                                for server in order:
+                                    if server == "zookeeper":
+                                        r = java_load(azk.hosts, "setData", args.size, out, seconds=args.seconds,
+                                                      warmup=args.warmup)
+                                    elif path == "broadcast":
+                                        r = _zabray_broadcast(ens, out, args.size, args.seconds, args.warmup)
+                                    else:
+                                        r = java_load(ens.connect_string(), "setData", args.size, out,
+                                                      seconds=args.seconds, warmup=args.warmup)
+                                    r = dict(r, server=server, replicas=n, path=path, in_flight=out, round=rnd)
+                                    results.append(r)
+                                    print(f"  {n} replicas {path:<9} round {rnd} {out:>5} in flight {server:<9} "
+                                          f"{r['ops_per_s']:>9,.0f} writes/s  p50 {r['p50_ms']:.2f} ms  "
+                                          f"errors {r['errors']}", flush=True)
+                    finally:
+                        ens.stop(wipe=True)
+    finally:
+        ray.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    print()
+    print(f"{'replicas':>8} {'path':<9} {'in flight':>9} {'ZooKeeper w/s':>14} {'zabray w/s':>11} {'ratio':>6} "
+          f"{'ZK p50 ms':>9} {'zabray p50':>10} {'ratio':>6}")
+    for n in args.replicas:
+        for path in args.paths:
+            for out in args.in_flight:
+                def med(server: str, key: str, n: int = n, path: str = path, out: int = out) -> float:
+                    return statistics.median(r[key] for r in results if r["server"] == server and r["replicas"] == n
+                                             and r["path"] == path and r["in_flight"] == out)
+                zk, zb = med("zookeeper", "ops_per_s"), med("zabray", "ops_per_s")
+                zl, bl = med("zookeeper", "p50_ms"), med("zabray", "p50_ms")
+                print(f"{n:>8} {path:<9} {out:>9} {zk:>14,.0f} {zb:>11,.0f} {zb / zk if zk else 0:>6.2f} "
+                      f"{zl:>9.2f} {bl:>10.2f} {bl / zl if zl else 0:>6.2f}")
+    errors = sum(r["errors"] for r in results)
+    if errors:
+        print(f"\n{errors} requests failed in all: the figures above count only the ones that succeeded")
+    print(f"\nfinished {time.strftime('%Y-%m-%d %H:%M:%S')}")
+
+
+if __name__ == "__main__":
+    main()
