@@ -487,9 +487,12 @@ class ReplicaServer:
 def _role(node: Node) -> tuple[bool, bool]:
     """(serving, leading) for the hosted service: serving is being in broadcast as leader,
     follower or observer; leading, as the established leader."""
-    serving = node.role.phase_name() == "broadcast" and node.state in (
-        PeerState.LEADING, PeerState.FOLLOWING, PeerState.OBSERVING)
-    return serving, serving and node.state == PeerState.LEADING
+    state = node.state  # checked first: a step's role test runs on every step
+    serving = state in _SERVING_STATES and node.role.phase_name() == "broadcast"
+    return serving, serving and state is PeerState.LEADING
+
+
+_SERVING_STATES = frozenset({PeerState.LEADING, PeerState.FOLLOWING, PeerState.OBSERVING})
 
 
 class ReplicaActor:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import msgpack
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 from tree_harness import Leader
 
 from zabray.errors import CorruptionError, FormatVersionError
@@ -256,3 +258,31 @@ def test_error_codes_are_stable_and_typed() -> None:
     assert type(e) is NoNodeError and (e.code, e.message, e.path, e.index) == ("NO_NODE", "m", "/p", 2)
     u = error_for_code("FUTURE_CODE", "m")
     assert type(u) is ZooKeeperError and u.code == "FUTURE_CODE"
+
+
+@example("\x00")
+@example("\x1f")
+@example(" ")
+@example("~")
+@example("\x7f")
+@example("\x9f")
+@example("\xa0")
+@example("\ud7ff")
+@example("\ud800")
+@example("\udfff")
+@example("\ue000")
+@example("\uffef")
+@example("\ufff0")
+@example("\uffff")
+@example("\U00010000")
+@given(st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=()), min_size=1, max_size=3))
+def test_path_characters_follow_zookeepers_rule(name: str) -> None:
+    """The compiled character class rejects exactly what ZooKeeper's per-character rule does."""
+    from zabray.tree.paths import _bad_char
+
+    path = "/x" + name.replace("/", "y")
+    if any(_bad_char(c) for c in path):
+        with pytest.raises(BadArgumentsError, match="invalid character"):
+            validate_path(path)
+    elif path.rsplit("/", 1)[1] not in (".", ".."):
+        assert validate_path(path) == path

@@ -3,6 +3,8 @@ no empty, "." or ".." components, no NUL or other control characters."""
 
 from __future__ import annotations
 
+import re
+
 from zabray.tree.errors import BadArgumentsError
 
 ROOT = "/"
@@ -14,6 +16,11 @@ SPECIAL_PATHS = frozenset({ROOT, ZOOKEEPER, QUOTA, CONFIG})
 def _bad_char(c: str) -> bool:
     o = ord(c)
     return o < 0x20 or 0x7F <= o <= 0x9F or 0xD800 <= o <= 0xDFFF or 0xFFF0 <= o <= 0xFFFF
+
+
+# The characters _bad_char rejects, as one class: every write validates its path, and a
+# per-character Python loop was a visible share of a loaded leader's time.
+_BAD_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufff0-\uffff]")
 
 
 def validate_path(path: object, *, sequential: bool = False) -> str:
@@ -36,7 +43,7 @@ def validate_path(path: object, *, sequential: bool = False) -> str:
             raise BadArgumentsError(f"empty path component in {path!r}", path=path)
         if part in (".", ".."):
             raise BadArgumentsError(f"relative path component {part!r} in {path!r}", path=path)
-    if any(_bad_char(c) for c in check):
+    if _BAD_CHARS.search(check) is not None:
         raise BadArgumentsError(f"invalid character in path {path!r}", path=path)
     return path
 
