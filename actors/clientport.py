@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from zabray import clientproto as cp
 from zabray.auth import CLIENT, Acceptor, AuthFailed, is_auth_frame
+from zabray.batching import BatchingProtocol
 from zabray.errors import CodecError
-from zabray.framing import FrameDecoder, FrameEncoder
+from zabray.framing import FrameDecoder
 from zabray.zk import bespoke
 
 if TYPE_CHECKING:
@@ -25,19 +26,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class ClientConn(asyncio.Protocol):
+class ClientConn(BatchingProtocol):
     """One client connection: a handshake frame, then pipelined requests answered out of order."""
 
     def __init__(self, server: ReplicaServer) -> None:
+        super().__init__()
         self.server = server
         self.decoder = FrameDecoder()
-        self.encoder = FrameEncoder()
         self.greeted = False
         self.hello = b""  # the client handshake's bytes: the context its proof is bound to
         self.auth: Acceptor | None = None
         self.authed = False  # proved the ensemble secret: broadcast requests are allowed
-        self.transport: asyncio.Transport | None = None
-        self._flush_pending = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -86,7 +85,7 @@ class ClientConn(asyncio.Protocol):
                 return False
             self.auth = Acceptor(secret, CLIENT + self.hello, os.urandom(32))
             self.encoder.add_payload(self.auth.challenge(payload))
-            self._flush()
+            self.flush()
             return True
         self.auth.verify(payload)
         self.auth = None
@@ -103,17 +102,8 @@ class ClientConn(asyncio.Protocol):
         self.close()
 
     def send(self, msg: Any) -> None:
-        if self.transport is None:
-            return
-        self.encoder.add_payload(cp.encode(msg))
-        if not self._flush_pending:
-            self._flush_pending = True
-            asyncio.get_running_loop().call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._flush_pending = False
-        if self.transport is not None and len(self.encoder):
-            self.transport.write(bytes(self.encoder.take()))
+        if self.transport is not None:
+            self.send_payload(cp.encode(msg))
 
     def close(self) -> None:
         if self.transport is not None:

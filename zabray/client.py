@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from zabray import clientproto as cp
 from zabray.auth import CLIENT, AuthFailed, Connector, Secret
+from zabray.batching import BatchingProtocol
 from zabray.errors import (
     AuthenticationError,
     CodecError,
@@ -30,7 +31,7 @@ from zabray.errors import (
     UncertainOutcomeError,
     ZabError,
 )
-from zabray.framing import FrameDecoder, FrameEncoder, frame
+from zabray.framing import FrameDecoder, frame
 from zabray.protocol.zxid import Zxid
 
 T = TypeVar("T")
@@ -39,19 +40,17 @@ T = TypeVar("T")
 SWEEP_S = 0.05  # how often a connection fails its requests past their deadline
 
 
-class ReplicaConnection(asyncio.Protocol):
+class ReplicaConnection(BatchingProtocol):
     def __init__(self, sid: int) -> None:
+        super().__init__()
         self.sid = sid
         self.decoder = FrameDecoder()
-        self.encoder = FrameEncoder()
-        self.transport: asyncio.Transport | None = None
         self.waiting: dict[int, asyncio.Future[Any]] = {}
         # (deadline, rid) of requests with a timeout, swept by one timer per connection rather
         # than a timer per request (asyncio.wait_for's cost dominated a loaded client).
         self._deadlines: list[tuple[float, int]] = []
         self._sweep_at: asyncio.TimerHandle | None = None
         self.rids = itertools.count(1)
-        self._flush_pending = False
         self.closed = asyncio.get_running_loop().create_future()
         self.auth: Connector | None = None  # the membership proof in progress (zabray.auth)
         self.authed: asyncio.Future[None] | None = None
@@ -150,10 +149,7 @@ class ReplicaConnection(asyncio.Protocol):
             return fut
         rid = next(self.rids)
         self.waiting[rid] = fut
-        self.encoder.add_payload(cp.encode(make(rid)))
-        if not self._flush_pending:
-            self._flush_pending = True
-            loop.call_soon(self._flush)
+        self.send_payload(cp.encode(make(rid)))
         if deadline is not None:
             heapq.heappush(self._deadlines, (deadline, rid))
             if self._sweep_at is None:
@@ -168,11 +164,6 @@ class ReplicaConnection(asyncio.Protocol):
             if fut is not None and not fut.done():
                 fut.set_exception(asyncio.TimeoutError())
         self._sweep_at = loop.call_later(SWEEP_S, self._sweep) if dl else None
-
-    def _flush(self) -> None:
-        self._flush_pending = False
-        if self.transport is not None and len(self.encoder):
-            self.transport.write(bytes(self.encoder.take()))
 
     async def status(self) -> dict[str, Any]:
         rep = await self.request(lambda rid: cp.StatusReq(rid))

@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from zabray import clientproto as cp
+from zabray.batching import BatchingProtocol
 from zabray.errors import CodecError, ConfigError, NoQuorumError, UncertainOutcomeError, ZabError
-from zabray.framing import FrameDecoder, FrameEncoder
+from zabray.framing import FrameDecoder
 from zabray.tree import (
     BadVersionError,
     Check,
@@ -175,14 +176,12 @@ def _loop_thread() -> Any:
         return _shared
 
 
-class _Proto(asyncio.Protocol):
+class _Proto(BatchingProtocol):
     def __init__(self, shell: _Shell, conn: int) -> None:
+        super().__init__()
         self.shell = shell
         self.conn = conn
         self.decoder = FrameDecoder()
-        self.encoder = FrameEncoder()
-        self.transport: asyncio.Transport | None = None
-        self._flush_pending = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -202,18 +201,7 @@ class _Proto(asyncio.Protocol):
         self.transport = None
         self.shell.lost(self)
 
-    def send(self, payload: bytes) -> None:
-        if self.transport is None:
-            return
-        self.encoder.add_payload(payload)
-        if not self._flush_pending:
-            self._flush_pending = True
-            asyncio.get_running_loop().call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._flush_pending = False
-        if self.transport is not None and len(self.encoder):
-            self.transport.write(bytes(self.encoder.take()))
+    send = BatchingProtocol.send_payload
 
     def abort(self) -> None:
         if self.transport is not None:
