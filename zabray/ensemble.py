@@ -28,6 +28,7 @@ from zabray.errors import (
     StorageError,
     ZabError,
 )
+from zabray.holds import HoldControl
 from zabray.protocol.zxid import Zxid
 from zabray.rayhead import running_head
 
@@ -156,8 +157,9 @@ class ReplicaStatus:
         return self.alive and self.state == "LEADING" and bool(self.raw.get("established"))
 
 
-class Ensemble:
-    """A handle on a running ensemble. Thread-safe for the sync methods."""
+class Ensemble(HoldControl):
+    """A handle on a running ensemble. Thread-safe for the sync methods. Message holds
+    (``hold``, ``release``, ``unhold``, ``held``) come from ``zabray.holds.HoldControl``."""
 
     def __init__(self, name: str, controller: Any, info: dict[str, Any], injector: Any = None,
                  secret: Any = None) -> None:
@@ -355,7 +357,8 @@ class Ensemble:
         return int(self._inject("cut", list(src), list(dst)))
 
     def heal(self) -> None:
-        """Restore every link (partitions, one-way partitions, delays)."""
+        """Restore every link (partitions, one-way partitions, delays) and stop every message
+        hold, releasing what it held."""
         self._inject("heal")
 
     def disk_fault(self, sid: int, kind: str, delay_ms: float = 0.0) -> None:
