@@ -204,6 +204,10 @@ class FaultInjector:
         await self._record("unhold", f"#{hold_id if hold_id is not None else 'all'}: {len(out)} released", now, now)
         return out
 
+    async def note(self, what: str, text: str) -> None:
+        now = time.time()
+        await self._record(what, text, now, now)
+
     async def held(self) -> list[HeldMessage]:
         await self._membership()
         out: list[HeldMessage] = []

@@ -186,6 +186,10 @@ class HoldControl:
         """Every message waiting in a running replica's shell, per channel in queue order."""
         return list(self._inject("held"))
 
+    def note(self, what: str, text: str) -> None:
+        """A ``fault`` row ``what`` with ``text`` as its target in the run's trace (a scenario's steps)."""
+        self._inject("note", str(what), str(text))
+
 
 def _listed(v: Any) -> Any:
     if v is None or isinstance(v, (int, str)):
