@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from zabray.errors import ConfigError
-from zabray.protocol.zxid import Zxid
 from zabray.proofs import ack_during_sync, elections, proposal_during_sync
+from zabray.protocol.zxid import Zxid
 from zabray.scenario_spec import load, parse
 
 SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "configs" / "scenarios").glob("*.yaml"))
