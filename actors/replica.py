@@ -253,8 +253,11 @@ class ReplicaServer(FaultHooks):
         if faults.gated and type(event) in (Received, ChannelClosed):
             if type(event) is ChannelClosed:
                 self.channel_gone(event.channel)
-            elif self.trace_msgs:
-                self.msg_row("recv", event.channel.peer_of(self.sid), event.msg)  # type: ignore[attr-defined]
+            else:
+                if self.trace_msgs:
+                    self.msg_row("recv", event.channel.peer_of(self.sid), event.msg)  # type: ignore[attr-defined]
+                if faults.plant_sync_drop and self.planted_drop(event):  # type: ignore[arg-type]
+                    return
         if faults.crash is not None and type(event) in (Received, Notified):
             name = event.msg.NAME if type(event) is Received else "NOTIFICATION"
             if faults.hit(f"recv:{name}", self.node.role.phase_name()):

@@ -18,8 +18,8 @@ from actors.faultpoints import ReplicaFaults
 from zabray import trace
 from zabray.holds import HeldMessage, HoldPattern, carried_zxid
 from zabray.protocol.actions import Notify, Send
-from zabray.protocol.events import ChannelClosed, ChannelId, Event
-from zabray.protocol.messages import Message, Ping, Touch
+from zabray.protocol.events import ChannelClosed, ChannelId, Event, Received
+from zabray.protocol.messages import Message, PeerState, Ping, Proposal, Touch
 
 if TYPE_CHECKING:
     from actors.transport import PeerTransport
@@ -52,6 +52,13 @@ class FaultHooks:
             return
         phase = self.node.role.phase_name() if self.node is not None else None
         self._trace.write(trace.PeerMessage(direction, msg.NAME, peer, carried_zxid(msg), phase), time.time())
+
+    def planted_drop(self, event: Received) -> bool:
+        """ZABRAY_PLANT_SYNC_PROPOSALS=drop (tests only): a follower drops a PROPOSAL received
+        between NEWLEADER and UPTODATE, as if it never came; its later ACKs still claim it."""
+        node = self.node
+        return (type(event.msg) is Proposal and node is not None and node.state == PeerState.FOLLOWING
+                and node.role.phase_name() == "synchronization")
 
     # -- the send path -------------------------------------------------------------------------------
 

@@ -275,7 +275,8 @@ def spark_check(run_dir: str) -> int:
 
 
 def start_and_run(path: str | os.PathLike[str], *, out: Callable[[str], None] = log.info, check: bool = True,
-                  address: str | None = None, keep: bool = False, **overrides: Any) -> ScenarioResult:
+                  address: str | None = None, keep: bool = False, run_dir: str | None = None,
+                  **overrides: Any) -> ScenarioResult:
     """Start an ensemble as the scenario asks (its ``replicas`` and ``config``, then ``overrides``),
     run it, stop it (its data wiped unless ``keep``; traces stay in the run directory)."""
     from zabray.ensemble import Ensemble
@@ -283,7 +284,7 @@ def start_and_run(path: str | os.PathLike[str], *, out: Callable[[str], None] = 
     sc = spec.load(Path(path))
     cfg = {**dict(sc.config), **overrides}
     name = f"scn-{''.join(c if c.isalnum() else '-' for c in sc.name)[:30]}-{os.getpid()}"
-    ens = Ensemble.start(sc.replicas, 0, name=name, address=address, **cfg)
+    ens = Ensemble.start(sc.replicas, 0, name=name, address=address, run_dir=run_dir, **cfg)
     out(f"scenario {sc.name}: {sc.description.strip().splitlines()[0] if sc.description else ''}".rstrip(": "))
     out(f"ensemble {name!r}: {sc.replicas} replicas; traces in {ens.info.get('run_dir')}")
     try:

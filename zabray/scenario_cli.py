@@ -24,6 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run the PySpark checker (`zabray check`) on the run's traces (default: on)")
     r.add_argument("--keep", action="store_true", help="keep the replicas' data directories (traces always stay)")
     r.add_argument("--address", default=None, help="Ray cluster to join (default: RAY_ADDRESS, a running head, or local)")
+    r.add_argument("--data-dir", default=None, help="the replicas' data root (default: the config's data_dir)")
+    r.add_argument("--run-dir", default=None, help="where this run's traces go (default: under the config's run_dir)")
     r.set_defaults(func=lambda a: _guard(run, a))
     v = ssub.add_parser("validate", help="check scenario files without running them")
     v.add_argument("files", nargs="+")
@@ -45,8 +47,9 @@ def run(args: argparse.Namespace) -> int:
     from zabray.scenario_spec import load
 
     load(args.file)  # a bad file fails here, before Ray starts
+    dirs = {"data_dir": args.data_dir} if args.data_dir else {}
     result = start_and_run(args.file, out=lambda line: print(line, flush=True), check=args.check,
-                           address=_address(args), keep=args.keep)
+                           address=_address(args), keep=args.keep, run_dir=args.run_dir, **dirs)
     verdict = "PASS" if result.ok else "FAIL"
     checked = "" if result.check is None else f", zabray check {'PASS' if result.check == 0 else 'FAIL'}"
     print(f"{verdict}: {result.name} in {result.seconds:.1f} s ({result.acknowledged} writes acknowledged{checked}); "
