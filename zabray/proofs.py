@@ -130,6 +130,8 @@ PROOFS: dict[str, Callable[..., ProofResult]] = {
 
 
 def elections(states_by_sid: Mapping[int, Sequence[Row]]) -> dict[int, int]:
-    """Times each replica entered LOOKING over the run (every incarnation): the "no loop" measure."""
-    return {sid: sum(1 for r in rows if r.get("kind") == "state" and r.get("state") == "LOOKING")
+    """Elections each replica began over the run, the "no loop" measure: one per start (a
+    ``STARTED`` row: every incarnation begins by looking for a leader) and one per iteration
+    that ended (a ``LOOKING`` row)."""
+    return {sid: sum(1 for r in rows if r.get("kind") == "state" and r.get("state") in ("LOOKING", "STARTED"))
             for sid, rows in sorted(states_by_sid.items())}

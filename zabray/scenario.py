@@ -7,7 +7,8 @@ everything (holds released), lets the live replicas converge, and judges the run
 
 - no loss: every acknowledged write is delivered by every live replica, histories agree
   (``zabray.workload.check_histories``);
-- no loop: no replica entered LOOKING more than ``max_elections`` times over the run;
+- no loop: no replica began more than ``max_elections`` elections over the run (one per start,
+  one per iteration that ended: ``zabray.proofs.elections``);
 - the scenario's ``proofs`` hold on its trace (``zabray.proofs``);
 - with ``check``, ``zabray check`` (PySpark) finds every Zab property holding in its traces.
 
@@ -252,14 +253,14 @@ def run(ens: Ensemble, scenario: spec.Scenario | str | os.PathLike[str], *, out:
     rows = {s: replica_rows(run_dir, s) for s in voters} if run_dir else {}
     problems = check_histories(ens.histories(), r.acked)
     loops = elections(rows)
-    problems += [f"replica {s} entered LOOKING {k} times (more than max_elections {sc.max_elections})"
+    problems += [f"replica {s} began {k} elections (more than max_elections {sc.max_elections})"
                  for s, k in loops.items() if k > sc.max_elections]
     proofs = tuple(PROOFS[p](rows) for p in sc.proofs)
     for p in proofs:
         out(f"proof {p.name}: {'HOLDS' if p.ok else 'NOT SHOWN'}: {p.text}")
     out(f"no loss: {len(r.acked)} acknowledged writes, " + ("all on every live replica, histories agree"
                                                            if not problems else "; ".join(problems[:5])))
-    out("elections (times LOOKING per replica): " + ", ".join(f"{s}: {k}" for s, k in loops.items()))
+    out("elections begun (starts + iterations ended) per replica: " + ", ".join(f"{s}: {k}" for s, k in loops.items()))
     code = spark_check(run_dir) if check and run_dir else None
     return ScenarioResult(sc.name, run_dir, len(r.acked), tuple(problems), proofs, loops, code,
                           round(time.monotonic() - t0, 2))

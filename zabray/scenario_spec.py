@@ -7,7 +7,7 @@ A scenario replays one interleaving on a real ensemble, step by step, waiting on
     description: a COMMIT reaches a follower between NEWLEADER and UPTODATE
     replicas: 3
     config: {sync_limit: 500, trace_messages: true}   # overrides of the ensemble config
-    max_elections: 4          # "no loop": times any replica may enter LOOKING over the run
+    max_elections: 4          # "no loop": elections any replica may begin (starts + iterations ended)
     proofs: [proposal-during-sync]                     # preconditions proven from the trace
     steps:
       - bind: {L: leader, F: follower}                 # names for sids, resolved now

@@ -117,3 +117,31 @@ def test_a_later_proposal_never_overtakes_a_held_commit(start) -> None:  # type:
             if r["msg"] in ("PROPOSAL", "COMMIT") and r["zxid"] in (int(z1), int(z2))]
     assert recv == [("PROPOSAL", int(z1)), ("COMMIT", int(z1)), ("PROPOSAL", int(z2)), ("COMMIT", int(z2))]
     assert_no_loss(ens, acked)
+
+
+def test_held_messages_die_with_their_channel_and_the_next_iteration_starts_clean(start) -> None:  # type: ignore[no-untyped-def]
+    ens = start(3, **SLOW)
+    leader, (f, _) = roles(ens)
+    acked: dict[int, str | None] = {}
+    put(ens, b"warm", acked)
+    wait_until(lambda: converged(ens), what="convergence")
+    assert ens.hold(src=leader, dst=f, types="PROPOSAL") == 1  # ids count from 1 per ensemble
+    z = put(ens, b"held then dropped", acked)
+    wait_until(lambda: [m.zxid for m in ens.held() if m.type == "PROPOSAL"] == [int(z)], timeout=10, what="held")
+    old_channel = ens.held()[0].channel
+    assert ens.cut([f], [leader]) == 1  # f ends its iteration: both ends close the channel
+    wait_until(lambda: not any(m.channel == old_channel for m in ens.held()), timeout=10,
+               what="the held PROPOSAL dying with its channel")
+    # The next iteration syncs f with a DIFF (not a PROPOSAL): it catches up though the hold still catches.
+    wait_until(lambda: converged(ens), timeout=30, what="f resynced on a fresh channel")
+    z2 = put(ens, b"held on the new channel", acked)
+    wait_until(lambda: [m.zxid for m in ens.held() if m.type == "PROPOSAL"] == [int(z2)], timeout=10,
+               what="the hold catching on the new channel")
+    assert ens.held()[0].channel != old_channel
+    drops = [r for r in message_rows(ens.info["run_dir"], leader, direction="drop") if r["zxid"] == int(z)]
+    assert [r["msg"] for r in drops] == ["PROPOSAL", "COMMIT"]  # its COMMIT queued behind it, and died too
+    ens.heal()  # stops every hold and releases what it held
+    wait_until(lambda: converged(ens), timeout=30, what="convergence")
+    assert ens.held() == []
+    assert_no_loss(ens, acked)
+    assert [r["fault"] for r in fault_rows(ens.info["run_dir"]) if r["fault"] in ("hold", "unhold")] == ["hold", "unhold"]
