@@ -55,6 +55,19 @@ ZxidRef = int | str
 """A zxid: an int, or a write's ``as`` name (``"epoch:counter"`` is parsed to an int)."""
 
 
+def _show(v: Any) -> str:
+    if isinstance(v, list):
+        return ",".join(_show(x) for x in v) if all(not isinstance(x, list) for x in v) else \
+            " | ".join(_show(x) for x in v)
+    if isinstance(v, tuple):
+        return f"{v[0]}#{v[1]}" if len(v) == 2 else str(v)
+    return str(v)
+
+
+def _args(args: tuple[tuple[str, Any], ...]) -> str:
+    return " ".join(f"{k}={_show(v)}" for k, v in args if not (k in ("background", "fresh") and v is False))
+
+
 @dataclass(frozen=True, slots=True)
 class Condition:
     what: str
@@ -65,8 +78,7 @@ class Condition:
         return dict(self.args).get(key, default)
 
     def describe(self) -> str:
-        a = ", ".join(f"{k}={v}" for k, v in self.args)
-        return f"{'not ' if self.negate else ''}{self.what}({a})"
+        return f"{'not ' if self.negate else ''}{self.what}({_args(self.args)})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +98,7 @@ class Step:
         if self.condition is not None:
             extra = f" (timeout {self.timeout:g} s)" if self.kind == "wait" else ""
             return f"{self.kind} {self.condition.describe()}{extra}"
-        return f"{self.kind} " + ", ".join(f"{k}={v}" for k, v in self.args)
+        return f"{self.kind} {_args(self.args)}".rstrip()
 
 
 @dataclass(frozen=True, slots=True)
