@@ -294,6 +294,3 @@ def start_and_run(path: str | os.PathLike[str], *, out: Callable[[str], None] = 
     finally:
         ens.stop(wipe=not keep)
 
-
-def run_dir_of(result: ScenarioResult) -> Path:
-    return Path(result.run_dir)
