@@ -328,7 +328,8 @@ class Ensemble(HoldControl):
         ``crash_points`` (``[("recv:NEWLEADER", 1), ...]``, ``{"recv:NEWLEADER": 1}`` or names)
         are armed in the new process before it opens its disk or any connection, so it dies at
         the first of them it reaches, e.g. during its own recovery. ``ConfigError`` on an
-        unknown name, before anything is restarted."""
+        unknown name, before anything is restarted. Message holds on what ``sid`` sends are
+        armed in the new process the same way (``zabray.holds``)."""
         points = [(c.point, c.nth) for c in crash_points_of(crash_points)]
         self._inject("restart", sid, fresh, points or None)
         self._refresh_addresses()
