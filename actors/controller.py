@@ -99,7 +99,8 @@ class EnsembleController:
             await snap.set_replicas.remote(dict(self.handles))
         return self._describe()
 
-    async def _launch(self, sid: int, crash_points: list[tuple[str, int]] | None = None) -> None:
+    async def _launch(self, sid: int, crash_points: list[tuple[str, int]] | None = None,
+                      holds: list[tuple[int, Any]] | None = None) -> None:
         previous = self.info.get(sid, {}).get("incarnation", -1)
         actor = ray.remote(ReplicaActor).options(
             num_cpus=0,
@@ -118,7 +119,7 @@ class EnsembleController:
         handle: Any = actor.remote(ensemble=self.name, sid=sid, config=self.cfg.to_dict(), voters=self.voters,
                               observers=self.observers, data_dir=self.data_dir(sid), run_dir=self.run_dir,
                               min_incarnation=previous + 1, secret=self._secret,
-                              crash_points=list(crash_points or ()))
+                              crash_points=list(crash_points or ()), holds=list(holds or ()))
         info = await handle.start.remote()
         self.handles[sid] = handle
         self.info[sid] = info
@@ -251,11 +252,13 @@ class EnsembleController:
         return True
 
     async def restart(self, sid: int, fresh: bool = False,
-                      crash_points: list[tuple[str, int]] | None = None) -> dict[str, Any]:
+                      crash_points: list[tuple[str, int]] | None = None,
+                      holds: list[tuple[int, Any]] | None = None) -> dict[str, Any]:
         """Recover ``sid`` from its disk on the node that holds it; ``fresh`` wipes it and lets
         the leader resync it (also the way out when that node is gone). A replica that died on
         its own (a crash point, a failed fsync) is restarted the same way. ``crash_points``
-        (``(point, nth)`` pairs) are armed in the new process before it opens anything."""
+        (``(point, nth)`` pairs) and message ``holds`` (``(id, HoldPattern)``, from the fault
+        injector) are armed in the new process before it opens anything."""
         self._check(sid)
         points = [(c.point, c.nth) for c in check_crash_points(crash_points)]
         if await self._alive(sid):
@@ -271,7 +274,7 @@ class EnsembleController:
             shutil.rmtree(self.data_dir(sid), ignore_errors=True)
         for point, nth in points:  # recorded first: the replica may die at one before _launch returns
             self._fault("arm-crash-point", f"{sid}:{point}#{nth}")
-        await self._launch(sid, points)
+        await self._launch(sid, points, holds)
         await self._publish_peers()
         if self.groups is not None:
             await self._apply_partition()

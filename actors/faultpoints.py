@@ -12,11 +12,14 @@ would), or cuts the current channels to them.
 from __future__ import annotations
 
 import math
+import os
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from actors.holds import ChannelHolds
 from zabray.crashpoints import PERSIST_KIND_OF, crash_points  # noqa: F401 (PERSIST_KIND_OF: for the replica)
+from zabray.holds import HoldPattern
 
 
 @dataclass
@@ -67,13 +70,29 @@ class ReplicaFaults:
     """A replica's injected faults. ``crash`` is None when no crash point is armed (the shell's
     hot paths test only that), else the armed points: the first to reach its nth pass fires."""
 
-    def __init__(self, crash_points: Sequence[tuple[str, int]] = ()) -> None:
+    def __init__(self, crash_points: Sequence[tuple[str, int]] = (), sid: int = -1,
+                 holds: Sequence[tuple[int, HoldPattern]] = ()) -> None:
         self.crash: list[ArmedCrash] | None = None
         self.fail_next_sync = False
         self.sync_delay_s = 0.0
         self.links = LinkShaper()
+        self.holds = ChannelHolds(sid)
+        self.gated = False
+        """True while a hold or a shaped link exists, or every message is traced: the one test
+        on the shell's hot send path."""
+        self.trace_messages = False
+        # A planted bug for tests only (tests/histories/test_planted_sync.py): a follower
+        # forgets the PROPOSALs it receives between NEWLEADER and UPTODATE.
+        self.plant_sync_drop = os.environ.get("ZABRAY_PLANT_SYNC_PROPOSALS") == "drop"
         if crash_points:
             self.arm_all(crash_points)
+        for hid, p in holds:
+            self.holds.add(hid, p)
+        self.regate()
+
+    def regate(self) -> None:
+        """Recompute ``gated`` after holds or link shaping changed."""
+        self.gated = bool(self.holds.active or self.links.delay or self.trace_messages or self.plant_sync_drop)
 
     def arm(self, point: str, nth: int = 1) -> None:
         """Arm ``point`` alone (whatever was armed before is disarmed)."""
@@ -112,4 +131,5 @@ class ReplicaFaults:
             "fail_next_sync": self.fail_next_sync,
             "sync_delay_ms": self.sync_delay_s * 1000,
             "links": {p: ("held" if math.isinf(d) else f"{d * 1000:.0f} ms") for p, d in self.links.delay.items()},
+            "holds": {hid: p.describe() for hid, p in self.holds.patterns.items()},
         }

@@ -21,6 +21,7 @@ from actors.controller import NAMESPACE, controller_name
 from zabray import schedule as sched
 from zabray.crashpoints import crash_points
 from zabray.errors import ConfigError, NotRunningError
+from zabray.holds import HeldMessage, HoldPattern
 
 log = logging.getLogger(__name__)
 DISK_FAULTS = ("fsync-fail", "slow-fsync", "lose-unsynced", "clear")
@@ -44,6 +45,8 @@ class FaultInjector:
         self.running = False
         self.error: str | None = None
         self._task: asyncio.Task[None] | None = None
+        self.holds: dict[int, HoldPattern] = {}
+        self._next_hold = 1
 
     async def _membership(self) -> None:
         if not self.members:
@@ -84,7 +87,9 @@ class FaultInjector:
 
     async def restart(self, sid: int, fresh: bool = False,
                       crash_points: list[tuple[str, int]] | None = None) -> dict[str, Any]:
-        return await self.controller.restart.remote(sid, fresh, crash_points)
+        """The holds on what ``sid`` sends go with it: armed in the new process at start."""
+        holds = [(hid, p) for hid, p in self.holds.items() if p.src is None or sid in p.src]
+        return await self.controller.restart.remote(sid, fresh, crash_points, holds or None)
 
     async def pause(self, sid: int) -> None:
         await self.controller.pause.remote(sid)
@@ -133,14 +138,82 @@ class FaultInjector:
         return n
 
     async def heal(self) -> None:
-        """Restore every link: partitions, one-way partitions and delays."""
+        """Restore every link: partitions, one-way partitions, delays, and message holds (every
+        hold stops and what they held is released)."""
         await self._membership()
+        if self.holds or (self._next_hold > 1 and await self.held()):  # no Ray calls if never held
+            await self.unhold(None, True)
         await self.controller.heal.remote()
         for s in sorted(self.shaped):
             await self._on_replica(s, "unshape_links", self.members)
         if self.shaped:
             await self._record("heal-links", ",".join(map(str, sorted(self.shaped))), time.time(), time.time())
         self.shaped.clear()
+
+    # -- message holds (zabray.holds) --------------------------------------------------------------
+
+    async def hold(self, p: HoldPattern) -> int:
+        """Install hold ``p`` on every sender it names (running ones now, restarted ones at start)."""
+        await self._known(sorted(p.src or ()), sorted(p.dst or ()))
+        hid, self._next_hold = self._next_hold, self._next_hold + 1
+        self.holds[hid] = p
+        for s in sorted(p.src) if p.src is not None else self.members:
+            await self._on_replica(s, "add_hold", hid, p)
+        now = time.time()
+        await self._record("hold", f"#{hid} {p.describe()}", now, None)
+        return hid
+
+    def _check_hold(self, hold_id: int | None) -> None:
+        if hold_id is not None and not 1 <= hold_id < self._next_hold:
+            raise ConfigError(f"no hold #{hold_id} (active holds: {', '.join(map(str, sorted(self.holds))) or 'none'})")
+
+    async def release(self, hold_id: int | None, count: int | None, src: int | None, dst: int | None,
+                      stop: bool = False) -> list[HeldMessage]:
+        """Release from the heads of the channels ``src`` -> ``dst`` (``ChannelHolds.release``),
+        senders in sid order; ``stop`` also stops the hold(s)."""
+        await self._known([src] if src is not None else [], [dst] if dst is not None else [])
+        self._check_hold(hold_id)
+        out: list[HeldMessage] = []
+        for s in [src] if src is not None else self.members:
+            out += await self._on_replica(s, "release_held", hold_id, count, dst) or []
+        if stop:
+            await self._stop_holds(hold_id)
+        now = time.time()
+        what = (f"#{hold_id}" if hold_id is not None else "all") + f" {src if src is not None else '*'}" \
+            f" -> {dst if dst is not None else '*'}" + (f" first {count}" if count is not None else "")
+        await self._record("release", f"{what}: {len(out)} message(s)" + (" (hold stopped)" if stop else ""), now, now)
+        return out
+
+    async def _stop_holds(self, hold_id: int | None) -> None:
+        ids = [hold_id] if hold_id is not None else sorted(self.holds)
+        for hid in ids:
+            p = self.holds.pop(hid, None)
+            for s in (sorted(p.src) if p is not None and p.src is not None else self.members):
+                await self._on_replica(s, "stop_hold", hid)
+
+    async def unhold(self, hold_id: int | None, release: bool = True) -> list[HeldMessage]:
+        """Stop hold ``hold_id`` (all if None) catching; with ``release`` free what it held."""
+        await self._membership()
+        self._check_hold(hold_id)
+        await self._stop_holds(hold_id)
+        out: list[HeldMessage] = []
+        if release:
+            for s in self.members:
+                out += await self._on_replica(s, "release_held", hold_id, None, None) or []
+        now = time.time()
+        await self._record("unhold", f"#{hold_id if hold_id is not None else 'all'}: {len(out)} released", now, now)
+        return out
+
+    async def note(self, what: str, text: str) -> None:
+        now = time.time()
+        await self._record(what, text, now, now)
+
+    async def held(self) -> list[HeldMessage]:
+        await self._membership()
+        out: list[HeldMessage] = []
+        for s in self.members:
+            out += await self._on_replica(s, "held") or []
+        return out
 
     # -- disk faults and crash points ------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from typing import Any
 from actors.clientport import ClientConn
 from actors.faultpoints import PERSIST_KIND_OF, ReplicaFaults
 from actors.metrics import ReplicaMetrics
+from actors.replica_hooks import FaultHooks
 from actors.services import BroadcastService, HostedService, ZooKeeperService
 from actors.transport import PeerTransport
 from actors.zkport import ZkClientConn, environment, safe_config
@@ -35,6 +36,7 @@ from zabray import tls, trace
 from zabray.auth import AuthFailed, Secret
 from zabray.config import EnsembleConfig
 from zabray.errors import StorageError, ZabError
+from zabray.holds import HeldMessage, HoldPattern
 from zabray.protocol.actions import (
     Action,
     Close,
@@ -88,13 +90,15 @@ def next_incarnation(data_dir: Path, at_least: int = 0) -> int:
     return nxt
 
 
-class ReplicaServer:
+class ReplicaServer(FaultHooks):
     def __init__(self, *, ensemble: str, sid: int, config: EnsembleConfig | dict[str, Any], voters: list[int],
                  observers: list[int], data_dir: str, run_dir: str | None = None,
                  min_incarnation: int = 0, secret: Secret | None = None,
-                 crash_points: Sequence[tuple[str, int]] = ()) -> None:
-        """``crash_points`` are armed here, before ``start`` opens its disk or any socket, so a
-        replica can die at the first matching step of its own recovery."""
+                 crash_points: Sequence[tuple[str, int]] = (),
+                 holds: Sequence[tuple[int, HoldPattern]] = ()) -> None:
+        """``crash_points`` and message ``holds`` are armed here, before ``start`` opens its disk
+        or any socket, so a replica can die at (or be held in) the first matching step of its
+        own recovery."""
         self.ensemble = ensemble
         self.secret = secret  # proves membership to peers and broadcast clients; never logged
         self.sid = sid
@@ -124,7 +128,8 @@ class ReplicaServer:
         self._zk_clients: set[ZkClientConn] = set()
         self._trace: trace.TraceWriter | None = None
         self._snap_due = self._snapshot_interval()
-        self.faults = ReplicaFaults(crash_points)
+        self.faults = ReplicaFaults(crash_points, sid, holds)
+        self.trace_msgs = False
         self._dying = False
         self.zk: ZooKeeperService | None = (ZooKeeperService(sid, self.stats, config)
                                             if config.service == "zookeeper" else None)
@@ -150,6 +155,8 @@ class ReplicaServer:
             self._trace = trace.TraceWriter(fh, run=self.ensemble, src=f"replica-{self.sid}",
                                             replica=self.sid, inc=self.incarnation)
             self._trace.write(trace.StateChange("STARTED", durable.current_epoch, -1), time.time())
+            self.trace_msgs = self.faults.trace_messages = self.cfg.trace_messages
+            self.faults.regate()
         qport = self.cfg.quorum_port + self.sid if self.cfg.quorum_port else 0
         self.transport = PeerTransport(self.ensemble, self.sid, self._step, host=self.cfg.host, port=qport,
                                        secret=self.secret, ssl_server=tls.server_context(self.cfg),
@@ -243,6 +250,14 @@ class ReplicaServer:
             self._events.clear()
             return
         faults = self.faults
+        if faults.gated and type(event) in (Received, ChannelClosed):
+            if type(event) is ChannelClosed:
+                self.channel_gone(event.channel)
+            else:
+                if self.trace_msgs:
+                    self.msg_row("recv", event.channel.peer_of(self.sid), event.msg)  # type: ignore[attr-defined]
+                if faults.plant_sync_drop and self.planted_drop(event):  # type: ignore[arg-type]
+                    return
         if faults.crash is not None and type(event) in (Received, Notified):
             name = event.msg.NAME if type(event) is Received else "NOTIFICATION"
             if faults.hit(f"recv:{name}", self.node.role.phase_name()):
@@ -264,9 +279,8 @@ class ReplicaServer:
                 if faults.crash is not None and faults.hit(f"send-before:{msg.NAME}", self.node.role.phase_name()):
                     self._crash(f"send-before:{msg.NAME}")
                     return
-                peer = a.channel.peer_of(self.sid)  # type: ignore[attr-defined]
-                if faults.links.delay and faults.links.shaped(peer):
-                    self._shape(peer, a)  # type: ignore[arg-type]
+                if faults.gated:  # a hold, a shaped link or message tracing: the slow path
+                    self.gate(a.channel.peer_of(self.sid), a)  # type: ignore[attr-defined, arg-type]
                 else:
                     transport.send(a.channel, msg)  # type: ignore[attr-defined]
                 if type(msg) in _SYNC_TYPES:
@@ -298,6 +312,8 @@ class ReplicaServer:
                 transport.open(a.channel)  # type: ignore[attr-defined]
             elif t is Close:
                 transport.close(a.channel)  # type: ignore[attr-defined]
+                if faults.gated:
+                    self.channel_gone(a.channel)  # type: ignore[attr-defined]
         self._events.extend(self.service.core(for_service, *_role(self.node)))
 
     # -- injected faults --------------------------------------------------------------------------
@@ -309,41 +325,6 @@ class ReplicaServer:
             self._trace.write(trace.Fault("crash-point", f"{self.sid}:{point}", time.time(), time.time()), time.time())
             self._trace.flush()
         os._exit(137)
-
-    def _shape(self, peer: int, action: Send | Notify) -> None:
-        due = self.faults.links.push(peer, self.loop.time(), action)
-        if due != float("inf"):
-            self.loop.call_at(due, self._release_due)
-
-    def _release_due(self) -> None:
-        self._send_now(self.faults.links.due(self.loop.time()))
-
-    def _send_now(self, actions: list[object]) -> None:
-        transport = self.transport
-        if transport is None or self.fatal is not None:
-            return
-        for a in actions:
-            if type(a) is Send:
-                transport.send(a.channel, a.msg)
-            elif type(a) is Notify:
-                transport.notify(a.to, a.note)
-
-    def shape_links(self, peers: list[int], delay_ms: float | None) -> None:
-        """Delay (``delay_ms``) or hold (None: a one-way partition) what we send to ``peers``."""
-        self.faults.links.set(peers, float("inf") if delay_ms is None else delay_ms / 1000)
-
-    def unshape_links(self, peers: list[int]) -> None:
-        self._send_now(self.faults.links.clear(peers))
-
-    def cut_links(self, peers: list[int]) -> int:
-        """Close our current channels to ``peers`` mid-iteration; both ends see them close."""
-        if self.node is None or self.transport is None:
-            return 0
-        cut = [ch for ch in self.node.role.channels() if ch.peer_of(self.sid) in peers]
-        for ch in cut:
-            self.transport.close(ch)
-            self._step(ChannelClosed(ch))
-        return len(cut)
 
     def _io_apply(self, batch: list[Persist]) -> int:
         """Runs on the IO thread: the group commit, with any injected disk fault."""
@@ -553,6 +534,20 @@ class ReplicaActor:
             from zabray.errors import ConfigError
 
             raise ConfigError(f"unknown disk fault {kind!r}: fsync-fail, slow-fsync, lose-unsynced or clear")
+
+    async def add_hold(self, hold_id: int, pattern: HoldPattern) -> None:
+        self.server.add_hold(hold_id, pattern)
+
+    async def stop_hold(self, hold_id: int | None) -> None:
+        self.server.stop_hold(hold_id)
+
+    async def release_held(self, hold_id: int | None, count: int | None, dst: int | None) -> list[HeldMessage]:
+        out = self.server.release_held(hold_id, count, dst)
+        await asyncio.sleep(0)  # the released frames are written before this call returns
+        return out
+
+    async def held(self) -> list[HeldMessage]:
+        return self.server.held()
 
     async def shape_links(self, peers: list[int], delay_ms: float | None) -> None:
         self.server.shape_links(peers, delay_ms)

@@ -61,6 +61,9 @@ class EnsembleConfig:
     data_dir: str = "/tmp/zabray/data"
     run_dir: str = "runs"
     trace: bool = True
+    trace_messages: bool = False
+    """With ``trace``: a ``message`` row per channel message a replica sends, holds, releases or
+    receives (not PING/TOUCH), so a replayed scenario can prove an interleaving from its trace."""
     service: str = "broadcast"
     """"broadcast": opaque values (a ValueLog); "zookeeper": the data tree, sessions and watches."""
     snapshot_actor: bool = False

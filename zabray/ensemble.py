@@ -28,6 +28,7 @@ from zabray.errors import (
     StorageError,
     ZabError,
 )
+from zabray.holds import HoldControl
 from zabray.protocol.zxid import Zxid
 from zabray.rayhead import running_head
 
@@ -156,8 +157,9 @@ class ReplicaStatus:
         return self.alive and self.state == "LEADING" and bool(self.raw.get("established"))
 
 
-class Ensemble:
-    """A handle on a running ensemble. Thread-safe for the sync methods."""
+class Ensemble(HoldControl):
+    """A handle on a running ensemble. Thread-safe for the sync methods. Message holds
+    (``hold``, ``release``, ``unhold``, ``held``) come from ``zabray.holds.HoldControl``."""
 
     def __init__(self, name: str, controller: Any, info: dict[str, Any], injector: Any = None,
                  secret: Any = None) -> None:
@@ -326,7 +328,8 @@ class Ensemble:
         ``crash_points`` (``[("recv:NEWLEADER", 1), ...]``, ``{"recv:NEWLEADER": 1}`` or names)
         are armed in the new process before it opens its disk or any connection, so it dies at
         the first of them it reaches, e.g. during its own recovery. ``ConfigError`` on an
-        unknown name, before anything is restarted."""
+        unknown name, before anything is restarted. Message holds on what ``sid`` sends are
+        armed in the new process the same way (``zabray.holds``)."""
         points = [(c.point, c.nth) for c in crash_points_of(crash_points)]
         self._inject("restart", sid, fresh, points or None)
         self._refresh_addresses()
@@ -355,7 +358,8 @@ class Ensemble:
         return int(self._inject("cut", list(src), list(dst)))
 
     def heal(self) -> None:
-        """Restore every link (partitions, one-way partitions, delays)."""
+        """Restore every link (partitions, one-way partitions, delays) and stop every message
+        hold, releasing what it held."""
         self._inject("heal")
 
     def disk_fault(self, sid: int, kind: str, delay_ms: float = 0.0) -> None:

@@ -66,3 +66,8 @@ class UncertainOutcomeError(ZabError):
 class AuthenticationError(ZabError):
     """The other end of a connection did not prove it holds the ensemble secret (a wrong
     ``secret_file``, or something that is not a member listening at a member's address)."""
+
+
+class ScenarioError(ZabError):
+    """A scenario step failed: a wait timed out, an expectation did not hold, or a fault or
+    write it asked for failed. The message names the step."""

@@ -24,7 +24,17 @@ Kinds and what they promise:
 ``fault``      ``fault`` (kill, restart, restart-fresh, pause, partition, ...) was applied to
                ``target`` (replica sids as text, e.g. "2" or "1 | 2,3" for partition groups)
                from ``start`` to ``end`` (``end`` = ``start`` for instant faults; a pause or
-               partition gets a second row with its ``end`` once it is lifted).
+               partition gets a second row with its ``end`` once it is lifted). Message holds
+               (``hold``, ``release``, ``unhold``) and scenario steps (``scenario-step``, with the
+               step's text in ``target``) are ``fault`` rows too.
+``message``    (only with ``trace_messages: true``) replica ``replica`` did ``dir`` with channel
+               packet ``msg`` (its protocol NAME) to or from replica ``peer``, carrying ``zxid``
+               (null if none), while in ``phase`` (discovery/synchronization/broadcast).
+               ``dir``: ``send`` (the core emitted it and it went on), ``hold`` (emitted, caught
+               or queued behind a hold in this shell), ``release`` (left the hold queue),
+               ``drop`` (died held, with its channel), ``recv`` (the core is about to see it).
+               Rows of one replica incarnation are in the order it did them; PING and TOUCH
+               are never traced.
 
 ``t`` is seconds (wall clock, float) in real runs and the simulated tick in simulated runs.
 """
@@ -49,7 +59,7 @@ SCHEMA: tuple[tuple[str, str, str], ...] = (
     ("replica", "int", "replica sid (-1 when not a replica)"),
     ("inc", "int", "incarnation of the replica (restarts so far)"),
     ("t", "double", "time: seconds (real runs) or ticks (simulation)"),
-    ("kind", "string", "state | established | propose | deliver | snapshot | client | fault"),
+    ("kind", "string", "state | established | propose | deliver | snapshot | client | fault | message"),
     ("epoch", "long", "epoch"),
     ("zxid", "long", "zxid (epoch << 32 | counter)"),
     ("digest", "string", "hex digest of the value"),
@@ -65,6 +75,10 @@ SCHEMA: tuple[tuple[str, str, str], ...] = (
     ("target", "string", "fault target replicas, e.g. '1,3'"),
     ("start", "double", "fault start"),
     ("end", "double", "fault end"),
+    ("dir", "string", "message: send | hold | release | drop | recv"),
+    ("msg", "string", "message: the packet's protocol NAME (PROPOSAL, NEWLEADER, ...)"),
+    ("peer", "int", "message: the replica at the other end of the channel"),
+    ("phase", "string", "message: the replica's phase (discovery | synchronization | broadcast)"),
 )
 COLUMNS = tuple(c for c, _, _ in SCHEMA)
 
@@ -132,6 +146,16 @@ class Fault:
     start: float
     end: float | None = None
     kind: str = "fault"
+
+
+@dataclass(frozen=True, slots=True)
+class PeerMessage:
+    dir: str
+    msg: str
+    peer: int
+    zxid: int | None
+    phase: str | None
+    kind: str = "message"
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}

@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 #: Client ops that read; every other op is a write.
 READ_OPS = frozenset({"read", "get", "exists", "children", "sync"})
-KINDS = ("state", "established", "propose", "deliver", "snapshot", "client", "fault")
+KINDS = ("state", "established", "propose", "deliver", "snapshot", "client", "fault", "message")
 #: Columns a row of each kind must have (beyond ``v`` and ``kind``).
 REQUIRED: Mapping[str, tuple[str, ...]] = {
     "state": ("replica", "inc", "t", "state"),
@@ -47,6 +47,7 @@ REQUIRED: Mapping[str, tuple[str, ...]] = {
     "snapshot": ("replica", "inc", "t", "zxid"),
     "client": ("session", "op", "invoke_t", "outcome"),
     "fault": ("fault", "start"),
+    "message": ("replica", "inc", "t", "dir", "msg", "peer"),
 }
 _COUNTER_MASK = 0xFFFFFFFF
 

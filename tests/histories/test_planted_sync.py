@@ -1,0 +1,50 @@
+"""A deliberately broken learner is caught by the ZOOKEEPER-4394 scenario: with
+ZABRAY_PLANT_SYNC_PROPOSALS=drop (set through this module's own Ray runtime_env) a follower
+forgets the PROPOSALs it receives between NEWLEADER and UPTODATE, so it delivers around a
+committed txn. The same scenario passes without the plant (tests/ensemble/test_scenarios.py)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from zabray.ensemble import Ensemble
+from zabray.scenario import run
+from zabray.scenario_spec import load
+
+pytestmark = pytest.mark.ray
+
+SCENARIO = Path(__file__).resolve().parents[2] / "configs" / "scenarios" / "zk-4394-commit-during-sync.yaml"
+
+
+@pytest.fixture(scope="module")
+def planted_ray() -> Iterator[None]:
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    os.environ.pop("RAY_ADDRESS", None)
+    ray.init(address="local", namespace="zabray", include_dashboard=False, log_to_driver=False, num_cpus=2,
+             runtime_env={"env_vars": {"ZABRAY_PLANT_SYNC_PROPOSALS": "drop"}})
+    yield
+    ray.shutdown()
+
+
+def test_the_4394_scenario_catches_a_learner_that_drops_proposals_during_sync(planted_ray: None,
+                                                                              tmp_path: Path) -> None:
+    sc = load(SCENARIO)
+    ens = Ensemble.start(sc.replicas, 0, name=f"plant-{os.getpid()}-{time.monotonic_ns() % 10**6}",
+                         data_dir=str(tmp_path / "data"), run_dir=str(tmp_path / "run"), **dict(sc.config))
+    try:
+        ens.wait_for_leader(30)
+        result = run(ens, sc, check=True)
+    finally:
+        ens.stop(wipe=True)
+    assert result.proofs[0].ok, result.proofs[0].text  # the window was reached...
+    assert not result.ok  # ...and what the learner did in it was caught
+    assert any("missing on replica" in p for p in result.problems), result.problems
+    assert result.check == 1  # zabray check finds the skipped txn in the traces too
