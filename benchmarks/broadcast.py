@@ -89,6 +89,14 @@ def main() -> None:
     ap.add_argument("--no-trace", action="store_true", help="replicas write no trace files")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    from zabray.config import EnsembleConfig
+    from zabray.experiments.runner import describe_machine
+
+    m, cfg = describe_machine(), EnsembleConfig.load(None)
+    print(f"machine: {m['host']}, {m['cpus']} cores, python {m['python']}, load {m['load1']:.1f}")
+    print(f"zabray: configs/local.yaml (fsync {cfg.fsync}, trace {not args.no_trace}, auth {cfg.auth}, "
+          f"tick_ms {cfg.tick_ms}); {args.size} B values, {args.in_flight} in flight, {args.seconds} s per size",
+          flush=True)
     rows = []
     for n in args.replicas:
         row = measure(n, args.seconds, args.in_flight, args.size, not args.no_trace)
