@@ -55,6 +55,8 @@ class ScenarioResult:
     check: int | None = None
     """``zabray check``'s exit code (0: every property holds), None when not run."""
     seconds: float = 0.0
+    acked: dict[int, str | None] = field(default_factory=dict)
+    """The writes the run acknowledged: zxid -> value digest."""
 
     @property
     def ok(self) -> bool:
@@ -268,7 +270,7 @@ def run(ens: Ensemble, scenario: spec.Scenario | str | os.PathLike[str], *, out:
     out("elections begun (starts + iterations ended) per replica: " + ", ".join(f"{s}: {k}" for s, k in loops.items()))
     code = spark_check(run_dir) if check and run_dir else None
     return ScenarioResult(sc.name, run_dir, len(r.acked), tuple(problems), proofs, loops, code,
-                          round(time.monotonic() - t0, 2))
+                          round(time.monotonic() - t0, 2), dict(r.acked))
 
 
 def spark_check(run_dir: str) -> int:
