@@ -121,3 +121,18 @@ def test_observers_and_the_zookeeper_service_are_refused(tmp_path: Path) -> None
     with contextlib.redirect_stderr(err):
         rc = cli_main(["sim", "--seed", "1", "--service", "zookeeper", "--export-scenario", str(tmp_path / "x.yaml")])
     assert rc == 2 and "--export-scenario" in err.getvalue()
+
+
+def test_a_violating_schedule_exports_up_to_the_violation() -> None:
+    """A planted core that acknowledges before its write is durable: seed 3 violates at step 11,
+    after one crash. The scenario carries that crash, says which violation in its notes, and
+    ends where the simulation stopped (no liveness phase, no final convergence wait)."""
+    from tests.sim.test_planted_bugs import AcksBeforeDurable
+
+    opts = SimOptions(node_factory=AcksBeforeDurable, steps=300, faults=("crash",), fault_rate=0.02)
+    ex = export(3, opts)
+    assert not ex.result.ok and ex.kills == ex.result.faults["crash"] == 1
+    sc = parse(yaml.safe_load(ex.yaml()))
+    assert "violation ack before durable at step 11" in sc.notes[0]
+    assert [s.kind for s in sc.steps][:2] == ["kill", "wait"]
+    assert not any(s.condition is not None and s.condition.what == "converged" for s in sc.steps)
