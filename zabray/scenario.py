@@ -55,6 +55,8 @@ class ScenarioResult:
     check: int | None = None
     """``zabray check``'s exit code (0: every property holds), None when not run."""
     seconds: float = 0.0
+    acked: dict[int, str | None] = field(default_factory=dict)
+    """The writes the run acknowledged: zxid -> value digest."""
 
     @property
     def ok(self) -> bool:
@@ -161,15 +163,19 @@ class _Run:
                     self.acked[int(z)] = digest(v)
             if "as" in a and isinstance(zs[-1], Zxid):
                 self.writes[a["as"]] = int(zs[-1])
-            if bad:
+            if bad and a.get("may_fail"):
+                self.out(f"  {len(bad)} of {n} write(s) {a['value']!r} failed (may_fail): {bad[0]}")
+            elif bad:
                 raise ScenarioError(f"{len(bad)} of {n} writes failed: {bad[0]}")
 
         if a.get("background"):
             self.pending.append(self.pool.submit(go))
             return f"{n} write(s) in the background"
+        before = len(self.acked)
         go()
-        named = f" ({a['as']} = {fmt(self.writes[a['as']])})" if "as" in a else ""
-        return f"{n} write(s) acknowledged{named}"
+        named = f" ({a['as']} = {fmt(self.writes[a['as']])})" if "as" in a and a["as"] in self.writes else ""
+        return f"{len(self.acked) - before} of {n} write(s) acknowledged{named}" if a.get("may_fail") \
+            else f"{n} write(s) acknowledged{named}"
 
     def wait(self, cond: spec.Condition, timeout: float) -> str:
         deadline = time.monotonic() + timeout
@@ -197,7 +203,8 @@ class _Run:
                     return not st.alive, seen
                 if cond.what == "alive":
                     return st.alive, seen
-                return st.alive and st.state == a["is"] and a.get("epoch", st.epoch) == st.epoch, seen
+                states = a["is"] if isinstance(a["is"], list) else [a["is"]]
+                return st.alive and st.state in states and a.get("epoch", st.epoch) == st.epoch, seen
             case "leader":
                 leader = ens.leader()
                 return leader is not None, f"leader {leader}"
@@ -263,7 +270,7 @@ def run(ens: Ensemble, scenario: spec.Scenario | str | os.PathLike[str], *, out:
     out("elections begun (starts + iterations ended) per replica: " + ", ".join(f"{s}: {k}" for s, k in loops.items()))
     code = spark_check(run_dir) if check and run_dir else None
     return ScenarioResult(sc.name, run_dir, len(r.acked), tuple(problems), proofs, loops, code,
-                          round(time.monotonic() - t0, 2))
+                          round(time.monotonic() - t0, 2), dict(r.acked))
 
 
 def spark_check(run_dir: str) -> int:

@@ -26,7 +26,10 @@ Steps (one key each): ``bind``, ``hold``, ``release``, ``unhold``, ``kill``, ``r
 earlier; a zxid is an int, ``"epoch:counter"`` or a write's ``as`` name. Conditions (``wait``
 and ``expect``; ``not: true`` negates): ``state`` {sid, is, epoch?}, ``down`` sid, ``alive``
 sid, ``leader`` true, ``held`` {pattern, count?}, ``durable`` {zxid, sid}, ``acknowledged`` N,
-``converged`` true. A bad file raises ``ConfigError`` naming the step and the key.
+``converged`` true. A ``write`` with ``may_fail: true`` reports writes that fail instead of
+failing the step (exported simulations: writes the simulation did not see acknowledged). An
+optional top-level ``notes`` (a string or a list) says what the scenario does not reproduce.
+A bad file raises ``ConfigError`` naming the step and the key.
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ ROLES = ("leader", "follower")
 CONDITIONS = ("state", "down", "alive", "leader", "held", "durable", "acknowledged", "converged")
 STEP_KINDS = ("bind", "hold", "release", "unhold", "kill", "restart", "partition", "heal", "write",
               "wait", "expect")
-TOP_KEYS = ("name", "description", "replicas", "config", "max_elections", "proofs", "steps", "bug", "exact")
+TOP_KEYS = ("name", "description", "replicas", "config", "max_elections", "proofs", "steps", "bug", "exact",
+            "notes")
 
 Sid = int | str
 """A replica: its sid, or a name a ``bind`` step gave it."""
@@ -65,7 +69,7 @@ def _show(v: Any) -> str:
 
 
 def _args(args: tuple[tuple[str, Any], ...]) -> str:
-    return " ".join(f"{k}={_show(v)}" for k, v in args if not (k in ("background", "fresh") and v is False))
+    return " ".join(f"{k}={_show(v)}" for k, v in args if not (k in ("background", "fresh", "may_fail") and v is False))
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +116,8 @@ class Scenario:
     steps: tuple[Step, ...]
     bug: str = ""
     exact: bool = False
+    notes: tuple[str, ...] = ()
+    """What the scenario does not reproduce (e.g. an exported simulation's message order); informative."""
 
 
 class _Where:
@@ -208,8 +214,9 @@ def _condition(d: Any, names: set[str], writes: set[str], w: _Where, timeout_ok:
     if what == "state":
         m = _mapping(v, w, "state")
         _keys(m, ("sid", "is", "epoch"), w, ("sid", "is"))
-        if m["is"] not in STATES:
-            raise w.bad("is", f"expected one of {', '.join(STATES)}, got {m['is']!r}")
+        states = m["is"] if isinstance(m["is"], list) else [m["is"]]
+        if not states or any(x not in STATES for x in states):
+            raise w.bad("is", f"expected one of {', '.join(STATES)} or a list of them, got {m['is']!r}")
         if "epoch" in m and (isinstance(m["epoch"], bool) or not isinstance(m["epoch"], int)):
             raise w.bad("epoch", f"expected an integer, got {m['epoch']!r}")
         args = {"sid": _sid(m["sid"], names, w, "sid"), "is": m["is"], **({"epoch": m["epoch"]} if "epoch" in m else {})}
@@ -309,13 +316,15 @@ def _step(i: int, raw: Any, name: str, names: set[str], writes: set[str], holds:
             raise w.bad("heal", f"takes no arguments, got {v!r}")
     else:  # write
         m = v if isinstance(v, dict) else {"value": v}
-        _keys(m, ("value", "count", "replica", "as", "background"), w, ("value",))
+        _keys(m, ("value", "count", "replica", "as", "background", "may_fail"), w, ("value",))
         if not isinstance(m["value"], str):
             raise w.bad("value", f"expected a string, got {m['value']!r}")
         count = m.get("count", 1)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise w.bad("count", f"expected a positive integer, got {count!r}")
         args = {"value": m["value"], "count": count, "background": bool(m.get("background", False))}
+        if m.get("may_fail"):
+            args["may_fail"] = True
         if "replica" in m:
             args["replica"] = _sid(m["replica"], names, w, "replica")
         if "as" in m:
@@ -358,8 +367,12 @@ def parse(data: Any, where: str = "scenario") -> Scenario:
     writes: set[str] = set()
     holds: set[str] = set()
     steps = tuple(_step(i, s, name, names, writes, holds) for i, s in enumerate(raw))
+    notes = data.get("notes") or []
+    notes = [notes] if isinstance(notes, str) else notes
+    if not isinstance(notes, list) or not all(isinstance(x, str) for x in notes):
+        raise ConfigError(f"scenario {name!r}: notes: expected a string or a list of strings")
     return Scenario(name, str(data.get("description", "")), replicas, tuple(sorted(config.items())), max_el,
-                    tuple(proofs), steps, str(data.get("bug", "")), bool(data.get("exact", False)))
+                    tuple(proofs), steps, str(data.get("bug", "")), bool(data.get("exact", False)), tuple(notes))
 
 
 def load(path: str | Path) -> Scenario:

@@ -101,3 +101,20 @@ def test_the_proofs_read_orders_from_rows() -> None:
     # The leader saw something else right behind ACK_NEWLEADER.
     assert not ack_during_sync({1: [leader[0], msg(0, "recv", "ACK", 3, z(39))], 3: follower}).ok
     assert elections({1: [{"kind": "state", "state": "LOOKING"}] * 2, 2: []}) == {1: 2, 2: 0}
+
+
+def test_notes_a_state_list_and_may_fail() -> None:
+    sc = parse({**base({"write": {"value": "x", "replica": 2, "background": True, "may_fail": True}},
+                       {"wait": {"state": {"sid": 1, "is": ["FOLLOWING", "LEADING"]}, "timeout": 5}}),
+                "notes": ["message order not carried over"]})
+    assert sc.notes == ("message order not carried over",)
+    assert sc.steps[0].arg("may_fail") is True and "may_fail=True" in sc.steps[0].describe()
+    assert sc.steps[1].condition is not None and sc.steps[1].condition.arg("is") == ["FOLLOWING", "LEADING"]
+    assert parse({**base({"heal": None}), "notes": "one line"}).notes == ("one line",)
+    assert parse(base({"write": "x"})).steps[0].arg("may_fail") is None
+    with pytest.raises(ConfigError, match=r"step 1 \(wait\): is: expected one of"):
+        parse(base({"wait": {"state": {"sid": 1, "is": ["FOLLOWING", "BORED"]}}}))
+    with pytest.raises(ConfigError, match=r"step 1 \(wait\): is: expected one of"):
+        parse(base({"wait": {"state": {"sid": 1, "is": []}}}))
+    with pytest.raises(ConfigError, match="notes: expected a string or a list"):
+        parse({**base({"heal": None}), "notes": [1]})

@@ -42,6 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="what the replicas run: plain broadcast (default), or the ZooKeeper service with "
                    "simulated client sessions (checked: trees, session order, reads, watches, ephemerals)")
     p.add_argument("--clients", type=int, default=3, help="simulated client sessions (--service zookeeper)")
+    p.add_argument("--export-scenario", type=Path, metavar="FILE",
+                   help="run --seed only and write its faults and writes as a scenario for a real ensemble "
+                   "(`zabray scenario run FILE`); what cannot be carried over is listed in its notes")
     p.set_defaults(func=run)
 
 
@@ -78,6 +81,8 @@ def _one(seed: int, opts: SimOptions, trace_dir: str | None, timeline: bool,
 
 def run(args: argparse.Namespace) -> int:
     opts = _options(args)
+    if args.export_scenario is not None:
+        return _export(args, opts)
     zk = None
     if args.service == "zookeeper":
         if args.clients < 1:
@@ -177,3 +182,20 @@ def _print(s: dict[str, Any], results: list[SimResult], args: argparse.Namespace
               file=out)
     rate = s["schedules"] / max(s["elapsed_s"], 1e-9)
     print(f"  {'elapsed':<20} {s['elapsed_s']} s ({rate:,.0f} schedules/s)", file=out)
+
+
+def _export(args: argparse.Namespace, opts: SimOptions) -> int:
+    """``--export-scenario FILE``: one seed's schedule as a scenario; exit 1 if it violated a property."""
+    from zabray.sim.export import write
+
+    if args.service != "broadcast":
+        raise ConfigError("--export-scenario: scenarios drive the broadcast service; drop --service zookeeper")
+    argv = (f"zabray sim --seed {args.seed} --replicas {args.replicas} --steps {args.steps} "
+            f"--faults {','.join(opts.faults) or 'none'} --fault-rate {args.fault_rate:g}")
+    ex = write(args.export_scenario, args.seed, opts, argv=argv)
+    r = ex.result
+    print(f"seed {args.seed}: {r.steps} steps, {'no violation' if r.ok else f'violation {r.violations[0].prop}'}; "
+          f"exported {len(ex.scenario['steps'])} scenario steps to {args.export_scenario}: {ex.kills} kill(s), "
+          f"{ex.restarts} restart(s), {ex.partitions} partition(s), {ex.heals} heal(s), {ex.writes} write(s)")
+    print(f"run it: zabray scenario run {args.export_scenario}")
+    return 0 if r.ok else 1
