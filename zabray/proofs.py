@@ -20,7 +20,7 @@ interleaving and how.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,34 +59,10 @@ def _sync_windows(msgs: list[Row]) -> list[list[Row]]:
     return out
 
 
-def proposal_during_sync(rows_by_sid: Mapping[int, Sequence[Row]], follower: int | None = None) -> ProofResult:
-    name = "proposal-during-sync"
-    for sid, rows in sorted(rows_by_sid.items()):
-        if follower is not None and sid != follower:
-            continue
-        for inc, msgs in sorted(_by_inc(rows).items()):
-            for w in _sync_windows(msgs):
-                n = int(w[0]["zxid"] or 0)
-                props = [int(r["zxid"]) for r in w if r["dir"] == "recv" and r["msg"] == "PROPOSAL" and r["zxid"] is not None
-                         and int(r["zxid"]) > n]
-                if not props:
-                    continue
-                commits = [int(r["zxid"]) for r in w[1:-1] if r["dir"] == "recv" and r["msg"] == "COMMIT"]
-                top = max([*commits, int(w[-1]["zxid"] or 0)])
-                p = props[0]
-                if top >= p:
-                    return ProofResult(name, True,
-                                       f"replica {sid} (incarnation {inc}) received NEWLEADER {fmt(n)}, then PROPOSAL "
-                                       f"{fmt(p)} ({len(props)} proposal(s) in the window), then its commit: "
-                                       f"{len(commits)} COMMIT(s) inside the window, UPTODATE {fmt(int(w[-1]['zxid'] or 0))} "
-                                       f"ending it; commits_in_window={len(commits)}")
-    return ProofResult(name, False, "no follower received a PROPOSAL between NEWLEADER and UPTODATE that was "
-                                    "committed by the end of its sync")
-
-
-def ack_during_sync(rows_by_sid: Mapping[int, Sequence[Row]], leader: int | None = None,
-                    follower: int | None = None) -> ProofResult:
-    name = "ack-during-sync"
+def _windows_with_proposals(rows_by_sid: Mapping[int, Sequence[Row]],
+                            follower: int | None) -> Iterator[tuple[int, int, list[Row], int, list[int]]]:
+    """(sid, incarnation, window, NEWLEADER's zxid, zxids of PROPOSALs received after it) for each
+    sync window of each follower (only ``follower`` if given) in which proposals arrived."""
     for sid, rows in sorted(rows_by_sid.items()):
         if follower is not None and sid != follower:
             continue
@@ -95,27 +71,51 @@ def ack_during_sync(rows_by_sid: Mapping[int, Sequence[Row]], leader: int | None
                 n = int(w[0]["zxid"] or 0)
                 props = [int(r["zxid"]) for r in w if r["dir"] == "recv" and r["msg"] == "PROPOSAL"
                          and r["zxid"] is not None and int(r["zxid"]) > n]
-                acks = [int(r["zxid"]) for r in w[:-1] if r["dir"] in ("send", "hold") and r["msg"] == "ACK"
-                        and r["zxid"] is not None and props and int(r["zxid"]) >= props[0]]
-                if not acks:
-                    continue
-                p, a = props[0], acks[0]
-                lead = int(w[0]["peer"])
-                if leader is not None and lead != leader:
-                    continue
-                seen = [(r["msg"], int(r["zxid"] or 0)) for r in _leader_recv(rows_by_sid.get(lead, ()), sid)]
-                try:
-                    i = seen.index(("ACK_NEWLEADER", n))
-                except ValueError:
-                    return ProofResult(name, False, f"leader {lead}'s trace has no ACK_NEWLEADER {fmt(n)} from {sid}")
-                after = seen[i + 1:i + 2]
-                if after != [("ACK", a)]:
-                    return ProofResult(name, False, f"leader {lead} received {after} after ACK_NEWLEADER from {sid}, "
-                                                    f"not ACK {fmt(a)}")
-                return ProofResult(name, True,
-                                   f"replica {sid} (incarnation {inc}) got PROPOSAL {fmt(p)} after NEWLEADER {fmt(n)} and "
-                                   f"acknowledged it (ACK {fmt(a)}) before it received UPTODATE; leader {lead} received "
-                                   f"ACK_NEWLEADER {fmt(n)} then ACK {fmt(a)} from it, back to back")
+                if props:
+                    yield sid, inc, w, n, props
+
+
+def proposal_during_sync(rows_by_sid: Mapping[int, Sequence[Row]], follower: int | None = None) -> ProofResult:
+    name = "proposal-during-sync"
+    for sid, inc, w, n, props in _windows_with_proposals(rows_by_sid, follower):
+        commits = [int(r["zxid"]) for r in w[1:-1] if r["dir"] == "recv" and r["msg"] == "COMMIT"]
+        top = max([*commits, int(w[-1]["zxid"] or 0)])
+        p = props[0]
+        if top >= p:
+            return ProofResult(name, True,
+                               f"replica {sid} (incarnation {inc}) received NEWLEADER {fmt(n)}, then PROPOSAL "
+                               f"{fmt(p)} ({len(props)} proposal(s) in the window), then its commit: "
+                               f"{len(commits)} COMMIT(s) inside the window, UPTODATE {fmt(int(w[-1]['zxid'] or 0))} "
+                               f"ending it; commits_in_window={len(commits)}")
+    return ProofResult(name, False, "no follower received a PROPOSAL between NEWLEADER and UPTODATE that was "
+                                    "committed by the end of its sync")
+
+
+def ack_during_sync(rows_by_sid: Mapping[int, Sequence[Row]], leader: int | None = None,
+                    follower: int | None = None) -> ProofResult:
+    name = "ack-during-sync"
+    for sid, inc, w, n, props in _windows_with_proposals(rows_by_sid, follower):
+        acks = [int(r["zxid"]) for r in w[:-1] if r["dir"] in ("send", "hold") and r["msg"] == "ACK"
+                and r["zxid"] is not None and int(r["zxid"]) >= props[0]]
+        if not acks:
+            continue
+        p, a = props[0], acks[0]
+        lead = int(w[0]["peer"])
+        if leader is not None and lead != leader:
+            continue
+        seen = [(r["msg"], int(r["zxid"] or 0)) for r in _leader_recv(rows_by_sid.get(lead, ()), sid)]
+        try:
+            i = seen.index(("ACK_NEWLEADER", n))
+        except ValueError:
+            return ProofResult(name, False, f"leader {lead}'s trace has no ACK_NEWLEADER {fmt(n)} from {sid}")
+        after = seen[i + 1:i + 2]
+        if after != [("ACK", a)]:
+            return ProofResult(name, False, f"leader {lead} received {after} after ACK_NEWLEADER from {sid}, "
+                                            f"not ACK {fmt(a)}")
+        return ProofResult(name, True,
+                           f"replica {sid} (incarnation {inc}) got PROPOSAL {fmt(p)} after NEWLEADER {fmt(n)} and "
+                           f"acknowledged it (ACK {fmt(a)}) before it received UPTODATE; leader {lead} received "
+                           f"ACK_NEWLEADER {fmt(n)} then ACK {fmt(a)} from it, back to back")
     return ProofResult(name, False, "no follower acknowledged a proposal it got during sync before UPTODATE")
 
 
