@@ -8,12 +8,8 @@ Segment file ``log.<generation:08x>.<seq:08x>``::
     records            back to back from offset 32
     zeros              up to the preallocated size
 
-Record (36-byte header, then the value)::
-
-    magic u32 | value length u32 | zxid u64 | origin i64 | request_id i64 | crc32c u32 | value
-
-The record's crc32c covers its first 32 header bytes and the value. A record header is never all
-zeros (the magic is not zero), so the first all-zero header marks the end of a segment's data.
+Records (``storage.records``) follow each other from offset 32; the first all-zero record
+header marks the end of a segment's data.
 
 Invariants (checked on open by ``storage.recovery``):
 
@@ -46,7 +42,17 @@ from dataclasses import dataclass, field
 
 from storage import fsutil
 from storage.checksum import crc32c, reject_format_1
-from zabray.errors import ConfigError, CorruptionError
+from storage.records import (
+    REC_HEAD,
+    REC_HEADER_SIZE,
+    REC_MAGIC,
+    U32,
+    ZERO_HEADER,
+    any_valid_record_after,
+    encode_txns,
+    first_after,
+)
+from zabray.errors import CorruptionError
 from zabray.protocol.messages import Txn
 from zabray.protocol.zxid import Zxid, fmt
 
@@ -55,16 +61,9 @@ log = logging.getLogger(__name__)
 SEG_MAGIC = b"ZBLG"
 SEG_VERSION = 2
 _SEG_BODY = struct.Struct("<4sHHIIQ")
-_U32 = struct.Struct("<I")
 SEG_HEADER_SIZE = 32
 FLAG_PREALLOCATED = 1
 
-REC_MAGIC = 0x3152425A  # b"ZBR1" little-endian
-_REC_MAGIC_BYTES = _U32.pack(REC_MAGIC)
-_REC_HEAD = struct.Struct("<IIQqq")
-_REC_FULL = struct.Struct("<IIQqqI")
-REC_HEADER_SIZE = _REC_HEAD.size + _U32.size  # 36
-_ZERO_HEADER = bytes(REC_HEADER_SIZE)
 _PAGE = 4096
 _NAME = re.compile(r"^log\.([0-9a-f]{8})\.([0-9a-f]{8})$")
 
@@ -95,14 +94,14 @@ def parse_segment_name(name: str) -> tuple[int, int] | None:
 def encode_segment_header(generation: int, seq: int, prev: int, preallocated: bool) -> bytes:
     flags = FLAG_PREALLOCATED if preallocated else 0
     body = _SEG_BODY.pack(SEG_MAGIC, SEG_VERSION, flags, generation, seq, prev)
-    return body + _U32.pack(crc32c(body)) + bytes(SEG_HEADER_SIZE - _SEG_BODY.size - 4)
+    return body + U32.pack(crc32c(body)) + bytes(SEG_HEADER_SIZE - _SEG_BODY.size - 4)
 
 
 def decode_segment_header(name: str, data: bytes, generation: int, seq: int) -> SegmentInfo:
     """Verify a segment header against its file name; ``CorruptionError`` otherwise."""
     if len(data) < SEG_HEADER_SIZE:
         raise CorruptionError(f"{name}: {len(data)} bytes at offset 0, shorter than the segment header")
-    (crc,) = _U32.unpack_from(data, _SEG_BODY.size)
+    (crc,) = U32.unpack_from(data, _SEG_BODY.size)
     if crc32c(data[: _SEG_BODY.size]) != crc:
         reject_format_1(name, data, SEG_MAGIC, data[: _SEG_BODY.size], crc)
         raise CorruptionError(f"{name}: segment header checksum mismatch at offset 0")
@@ -117,76 +116,6 @@ def decode_segment_header(name: str, data: bytes, generation: int, seq: int) -> 
 def read_segment_header(dirpath: str, name: str, generation: int, seq: int) -> SegmentInfo:
     with open(os.path.join(dirpath, name), "rb") as f:
         return decode_segment_header(name, f.read(SEG_HEADER_SIZE), generation, seq)
-
-
-# -- records --------------------------------------------------------------------------------------
-
-
-def encode_txns(txns: Sequence[Txn], after: int, parts: list[bytes], zxids: list[int]) -> int:
-    """Encode txns as records onto ``parts`` (header with crc, then value: two per record) and
-    ``zxids``; returns the number of bytes added.
-
-    All or nothing: raises ``ConfigError`` and leaves both lists as they were when zxids do not
-    strictly increase from ``after`` or a field does not fit its slot, since such a record could
-    never be recovered. (The hot path of group commit: kept lean on purpose.)
-    """
-    n_parts, n_zxids = len(parts), len(zxids)
-    head = _REC_HEAD.pack
-    full = _REC_FULL.pack
-    crc32 = crc32c
-    add = parts.append
-    add_z = zxids.append
-    last = after
-    size = 0
-    try:
-        for t in txns:
-            z = t.zxid
-            if z <= last:
-                raise ConfigError(
-                    f"append: zxid {fmt(z)} does not follow {fmt(last)}; the log must strictly increase"
-                )
-            v = t.value
-            if type(v) is not bytes:
-                if not isinstance(v, (bytes, bytearray, memoryview)):
-                    raise ConfigError(f"append: txn {fmt(z)} value must be bytes, got {type(v).__name__}")
-                v = bytes(v)
-            n, o, r = len(v), t.origin, t.request_id
-            try:
-                crc = crc32(v, crc32(head(REC_MAGIC, n, z, o, r)))
-            except struct.error as e:
-                raise ConfigError(f"append: txn {fmt(z)} does not fit a log record: {e}") from e
-            add(full(REC_MAGIC, n, z, o, r, crc))
-            add(v)
-            add_z(z)
-            size += n
-            last = z
-    except BaseException:
-        del parts[n_parts:], zxids[n_zxids:]
-        raise
-    return size + REC_HEADER_SIZE * (len(zxids) - n_zxids)
-
-
-def first_after(data: bytes, zxid: int) -> tuple[int, int | None]:
-    """In a run of whole records, the offset of the first with zxid > ``zxid`` (len(data) if none)
-    and the zxid of the last one <= it (None if none). Checksums are verified on the way."""
-    off = 0
-    last = None
-    mv = memoryview(data)
-    while off < len(data):
-        magic, length, z, _o, _r = _REC_HEAD.unpack_from(data, off)
-        end = off + REC_HEADER_SIZE + length
-        (crc,) = _U32.unpack_from(data, off + _REC_HEAD.size)
-        if (
-            magic != REC_MAGIC
-            or end > len(data)
-            or crc32c(mv[off + REC_HEADER_SIZE : end], crc32c(mv[off : off + _REC_HEAD.size])) != crc
-        ):
-            raise CorruptionError(f"bad record at offset {off} of a region written by this process")
-        if z > zxid:
-            break
-        last = z
-        off = end
-    return off, last
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,29 +140,6 @@ class SegmentScan:
         return Zxid(self.zxids[-1]) if self.zxids else self.info.prev
 
 
-def _valid_record_at(data: bytes, off: int) -> bool:
-    n = len(data)
-    if off + REC_HEADER_SIZE > n:
-        return False
-    magic, length, _z, _o, _r = _REC_HEAD.unpack_from(data, off)
-    end = off + REC_HEADER_SIZE + length
-    if magic != REC_MAGIC or end > n:
-        return False
-    (crc,) = _U32.unpack_from(data, off + _REC_HEAD.size)
-    mv = memoryview(data)
-    return bool(crc32c(mv[off + REC_HEADER_SIZE : end], crc32c(mv[off : off + _REC_HEAD.size])) == crc)
-
-
-def _any_valid_record_after(data: bytes, start: int) -> int | None:
-    """Offset of any checksum-valid record header at or after ``start``, else None."""
-    pos = data.find(_REC_MAGIC_BYTES, start)
-    while pos != -1:
-        if _valid_record_at(data, pos):
-            return pos
-        pos = data.find(_REC_MAGIC_BYTES, pos + 1)
-    return None
-
-
 def scan_segment(info: SegmentInfo, data: bytes, *, keep_after: int, may_be_torn: bool) -> SegmentScan:
     """Read and verify every record of one segment (``data`` is the whole file).
 
@@ -245,8 +151,8 @@ def scan_segment(info: SegmentInfo, data: bytes, *, keep_after: int, may_be_torn
     name = info.name
     n = len(data)
     mv = memoryview(data)
-    unpack = _REC_HEAD.unpack_from
-    u32 = _U32.unpack_from
+    unpack = REC_HEAD.unpack_from
+    u32 = U32.unpack_from
     crc32 = crc32c
     txns: list[Txn] = []
     zxids = array("Q")
@@ -255,7 +161,7 @@ def scan_segment(info: SegmentInfo, data: bytes, *, keep_after: int, may_be_torn
     off = SEG_HEADER_SIZE
     damaged = False
     while off + REC_HEADER_SIZE <= n:
-        if data[off : off + REC_HEADER_SIZE] == _ZERO_HEADER:
+        if data[off : off + REC_HEADER_SIZE] == ZERO_HEADER:
             break
         magic, length, z, origin, rid = unpack(data, off)
         body = off + REC_HEADER_SIZE
@@ -263,8 +169,8 @@ def scan_segment(info: SegmentInfo, data: bytes, *, keep_after: int, may_be_torn
         if (
             magic != REC_MAGIC
             or end > n
-            or crc32(mv[body:end], crc32(mv[off : off + _REC_HEAD.size]))
-            != u32(data, off + _REC_HEAD.size)[0]
+            or crc32(mv[body:end], crc32(mv[off : off + REC_HEAD.size]))
+            != u32(data, off + REC_HEAD.size)[0]
         ):
             damaged = True
             break
@@ -288,7 +194,7 @@ def scan_segment(info: SegmentInfo, data: bytes, *, keep_after: int, may_be_torn
     # A damaged record. Torn only if it is the last thing in the newest segment.
     if not may_be_torn:
         raise CorruptionError(f"{name}: bad record at offset {off} (checksum, magic or length)")
-    later = _any_valid_record_after(data, off + 1)
+    later = any_valid_record_after(data, off + 1)
     if later is not None:
         raise CorruptionError(
             f"{name}: bad record at offset {off} followed by a valid record at offset {later}"
