@@ -8,6 +8,11 @@ format: one ``stack count`` line per distinct stack, ready for flamegraph tools)
 
     .venv/bin/python benchmarks/profile.py                        # 3 replicas, tracing on
     .venv/bin/python benchmarks/profile.py --no-trace --in-flight 1 --top 30
+    .venv/bin/python benchmarks/profile.py --service --via follower   # the ZooKeeper service path
+
+``--service`` runs the ensemble as a ZooKeeper service and drives it with ZooKeeper's own Java
+client (setData, one session connected to ``--via``: the leader, or a follower that forwards
+every write); the client is then a JVM, which py-spy cannot sample, so only the replicas are shown.
 
 py-spy needs permission to read another process's memory (root, or ptrace_scope 0).
 """
@@ -16,18 +21,29 @@ from __future__ import annotations
 
 import argparse
 import collections
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 # Run as a script, benchmarks/ would shadow the `storage` package with benchmarks/storage.py.
 _here = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
 sys.path.insert(0, os.path.dirname(_here))
+
+
+def _zkclients() -> Any:
+    spec = importlib.util.spec_from_file_location("zkclients", os.path.join(_here, "zkclients.py"))
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def cpu_seconds(pid: int) -> float:
@@ -65,6 +81,10 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=20)
     ap.add_argument("--config", default=None, help="zabray YAML config (default: configs/local.yaml)")
     ap.add_argument("--no-trace", action="store_true")
+    ap.add_argument("--service", action="store_true",
+                    help="the ZooKeeper service path, driven by ZooKeeper's Java client (setData)")
+    ap.add_argument("--via", choices=["leader", "follower"], default="follower",
+                    help="with --service: the replica the Java client connects to (default follower)")
     ap.add_argument("--out", type=Path, default=Path("profile-out"), help="directory for the raw samples")
     args = ap.parse_args()
 
@@ -77,21 +97,34 @@ def main() -> None:
         sys.exit("py-spy is not installed: .venv/bin/pip install py-spy")
     cfg = EnsembleConfig.load(args.config)
     trace = cfg.trace and not args.no_trace
+    load = f"ZooKeeper's Java client via a {args.via}" if args.service else "zabray's client"
     print(f"config {args.config or 'configs/local.yaml'}: fsync {cfg.fsync}, trace {trace}, auth {cfg.auth}; "
-          f"{args.replicas} replicas, {args.size} B values, {args.in_flight} in flight, {args.seconds} s")
+          f"{args.replicas} replicas, {args.size} B values, {args.in_flight} in flight, {args.seconds} s; {load}")
     args.out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="zabray-bench-profile-"))
-    ens = Ensemble.start(args.replicas, config=cfg.to_dict(), name=f"profile-{os.getpid()}",
+    config = cfg.to_dict() | ({"service": "zookeeper"} if args.service else {})
+    ens = Ensemble.start(args.replicas, config=config, name=f"profile-{os.getpid()}",
                          data_dir=str(tmp / "data"), run_dir=str(tmp / "run"), trace=trace)
     try:
         leader = ens.wait_for_leader(60)
-        pids = {"leader": next(s.pid for s in ens.status() if s.sid == leader),
-                "follower": next(s.pid for s in ens.status() if s.sid != leader),
-                "client": os.getpid()}
-        wl = Workload(ens, in_flight=args.in_flight, size=args.size).start()
-        time.sleep(2)  # past connection set-up and the first segment's allocation
+        status = ens.status()
+        follower = next(s for s in status if s.sid != leader)
+        pids = {"leader": next(s.pid for s in status if s.sid == leader), "follower": follower.pid}
+        if args.service:
+            via = next(s for s in status if s.sid == leader) if args.via == "leader" else follower
+            assert via.zk_client is not None
+            hosts = f"{via.zk_client[0]}:{via.zk_client[1]}"
+            java = _zkclients().java_load
+            jvm = threading.Thread(target=java, args=(hosts, "setData", args.size, args.in_flight),
+                                   kwargs={"seconds": args.seconds + 4, "warmup": 4}, daemon=True)
+            jvm.start()
+            time.sleep(6)  # the JVM's start, its session, its warm-up
+        else:
+            pids["client"] = os.getpid()
+            wl = Workload(ens, in_flight=args.in_flight, size=args.size).start()
+            time.sleep(2)  # past connection set-up and the first segment's allocation
         before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-        n0 = len(wl.result.records)
+        applied0 = next(s.applied for s in ens.status() if s.sid == leader)
         spies = {name: subprocess.Popen([spy, "record", "-p", str(pid), "-d", str(int(args.seconds)), "-r",
                                          str(args.rate), "-f", "raw", "-o", str(args.out / f"{name}.txt"),
                                          "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -100,9 +133,13 @@ def main() -> None:
             if p.wait() != 0:
                 err = p.stderr.read().decode().strip() if p.stderr else ""
                 sys.exit(f"py-spy failed on the {name}: {err[-300:]}")
-        writes = len(wl.result.records) - n0
         used = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
-        wl.stop()
+        # Writes committed while sampling: the leader's applied counter (one epoch throughout).
+        writes = next(s.applied for s in ens.status() if s.sid == leader).counter - applied0.counter
+        if args.service:
+            jvm.join()
+        else:
+            wl.stop()
     finally:
         ens.stop(wipe=True)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -118,7 +155,7 @@ def main() -> None:
         print("   inclusive")
         for f, s in incl:
             print(f"   {100 * s:5.1f}%  {f}")
-    print(f"\nraw samples: {args.out}/{{leader,follower,client}}.txt")
+    print(f"\nraw samples: {args.out}/{{{','.join(pids)}}}.txt")
 
 
 if __name__ == "__main__":

@@ -410,7 +410,9 @@ class DataTree:
         if node is None or b.version != node.stat.version + 1:
             raise _corrupt(z, f"set_data of {b.path}: missing or version does not follow")
         node.data = b.data
-        node.stat = replace(node.stat, mzxid=z, mtime=t, version=b.version, data_length=len(b.data))
+        st = node.stat  # (the hottest write: built field by field, twice as fast as ``replace``)
+        node.stat = Stat(st.czxid, z, st.ctime, t, b.version, st.cversion, st.aversion, st.ephemeral_owner,
+                         len(b.data), st.num_children, st.pzxid)
         changes.append(Change(b.path, EventType.CHANGED, node.acl))
         return client_stat(node.stat)
 

@@ -4,7 +4,7 @@ the request processor reasons about."""
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,11 +104,10 @@ def client_stat(st: Stat) -> Stat:
     """The Stat a client sees for a stored stat (whose cversion counts creations and whose
     ephemeral_owner is the raw owner)."""
     owner = st.ephemeral_owner
-    return replace(
-        st,
-        cversion=2 * st.cversion - st.num_children,
-        ephemeral_owner=owner if 0 < owner < SESSION_ID_LIMIT else 0,
-    )
+    # Built field by field: ``dataclasses.replace`` costs twice as much, on every write's reply.
+    return Stat(st.czxid, st.mzxid, st.ctime, st.mtime, st.version, 2 * st.cversion - st.num_children,
+                st.aversion, owner if 0 < owner < SESSION_ID_LIMIT else 0, st.data_length, st.num_children,
+                st.pzxid)
 
 
 def signed64(v: int) -> int:
