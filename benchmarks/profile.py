@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import argparse
 import collections
-import importlib.util
 import os
+import runpy
 import shutil
 import subprocess
 import sys
@@ -30,20 +30,12 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 # Run as a script, benchmarks/ would shadow the `storage` package with benchmarks/storage.py.
 _here = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
 sys.path.insert(0, os.path.dirname(_here))
 
-
-def _zkclients() -> Any:
-    spec = importlib.util.spec_from_file_location("zkclients", os.path.join(_here, "zkclients.py"))
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def cpu_seconds(pid: int) -> float:
@@ -114,7 +106,7 @@ def main() -> None:
             via = next(s for s in status if s.sid == leader) if args.via == "leader" else follower
             assert via.zk_client is not None
             hosts = f"{via.zk_client[0]}:{via.zk_client[1]}"
-            java = _zkclients().java_load
+            java = runpy.run_path(os.path.join(_here, "zkclients.py"))["java_load"]
             jvm = threading.Thread(target=java, args=(hosts, "setData", args.size, args.in_flight),
                                    kwargs={"seconds": args.seconds + 4, "warmup": 4}, daemon=True)
             jvm.start()

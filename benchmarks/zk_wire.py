@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import runpy
 import shutil
 import statistics
 import sys
@@ -33,21 +34,11 @@ sys.path.insert(0, os.path.dirname(_here))
 
 
 
-def _zkclients() -> Any:
-    """benchmarks/zkclients.py, loaded by path (this directory is off sys.path, see above)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("zkclients", os.path.join(_here, "zkclients.py"))
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
 
 def _load(client: str, hosts: str, op: str, size: int, outstanding: int, seconds: float,
           warmup: float) -> dict[str, Any]:
-    zkclients = _zkclients()
-    fn = zkclients.java_load if client == "java" else zkclients.kazoo_load
+    # benchmarks/zkclients.py, run by path: this directory is off sys.path (see above).
+    fn = runpy.run_path(os.path.join(_here, "zkclients.py"))["java_load" if client == "java" else "kazoo_load"]
     return dict(fn(hosts, op, size, outstanding, seconds=seconds, warmup=warmup))
 
 

@@ -24,6 +24,7 @@ import importlib.util
 import json
 import os
 import platform
+import runpy
 import shutil
 import statistics
 import sys
@@ -37,13 +38,6 @@ _here = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
 sys.path.insert(0, os.path.dirname(_here))
 
-
-def _zkclients() -> Any:
-    spec = importlib.util.spec_from_file_location("zkclients", os.path.join(_here, "zkclients.py"))
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _zabray_broadcast(ens: Any, in_flight: int, size: int, seconds: float, warmup: float) -> dict[str, Any]:
@@ -81,7 +75,7 @@ def main() -> None:
 
     if not apache_zk.available():
         sys.exit("Apache ZooKeeper is not installed: run bin/bootstrap (it installs Debian's zookeeper)")
-    java_load = _zkclients().java_load
+    java_load = runpy.run_path(os.path.join(_here, "zkclients.py"))["java_load"]
     cfg = EnsembleConfig.load(args.config)
     loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
     print(f"machine: {platform.node()}, {os.cpu_count()} cores, python {platform.python_version()}, {loop}")
