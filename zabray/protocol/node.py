@@ -74,7 +74,7 @@ class Node:
         self.cfg = config
         self.incarnation = incarnation
         # Without a trace to write, the core skips its Trace actions and the per-txn digests
-        # they carry (two BLAKE2b hashes per txn on a leader).
+        # they carry (two hashes per txn on a leader).
         self.tracing = tracing
         self.is_observer = sid in config.observers
         self.accepted_epoch = durable.accepted_epoch
