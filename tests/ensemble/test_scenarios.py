@@ -70,3 +70,15 @@ def test_scenario_command_runs_a_file_and_refuses_a_bad_one(ray_local, tmp_path:
         rc = cli_main(["scenario", "run", str(bad)])
     assert rc == 2
     assert err.getvalue().strip().count("\n") == 0 and "step 1 (kill): kill: expected a sid" in err.getvalue()
+
+
+def test_zk_4643_the_sync_is_on_disk_when_current_epoch_is(start) -> None:  # type: ignore[no-untyped-def]
+    ens, result, lines = replay(start, "zk-4643-current-epoch-before-txns")
+    proof = result.proofs[0]
+    assert proof.ok, proof.text
+    assert "by DIFF" in proof.text  # the txns of the sync came in a DIFF, as in ZooKeeper's report
+    seen = "\n".join(lines)
+    assert "current epoch 2, accepted 2" in seen and "is on" in seen  # F's disk at its crash: both
+    assert not result.problems, result.problems  # F won on its epoch and cut nothing committed off L
+    assert max(result.elections.values()) <= 4
+    assert result.ok
