@@ -266,36 +266,32 @@ def proposals_across_iterations(rows_by_sid: Mapping[int, Sequence[Row]],
             continue
         for inc, rs in sorted(_incarnations(rows).items()):
             props: list[int] = []
-            leader = -1
-            top_commit = 0
-            acks_sent = 0
+            leader, top_commit, top_ack = -1, 0, 0
             for k, r in enumerate(rs):
-                kind = r.get("kind")
-                if kind == "state" and r.get("state") == "FOLLOWING" and not props:
+                kind, what = r.get("kind"), r.get("msg")
+                z = int(r.get("zxid") or 0)
+                if kind == "state" and r.get("state") == "FOLLOWING":
                     leader = int(r.get("leader", -1))
-                elif kind == "message" and r.get("dir") == "recv" and r.get("msg") == "PROPOSAL":
-                    props.append(int(r["zxid"] or 0))
-                elif kind == "message" and r.get("dir") == "recv" and r.get("msg") in ("COMMIT", "UPTODATE"):
-                    top_commit = max(top_commit, int(r["zxid"] or 0))
-                elif kind == "message" and r.get("dir") == "send" and r.get("msg") == "ACK" and props \
-                        and int(r["zxid"] or 0) >= min(props):
-                    acks_sent += 1
+                elif kind == "message" and r.get("dir") == "recv" and what == "PROPOSAL":
+                    props.append(z)
+                elif kind == "message" and r.get("dir") == "recv" and what in ("COMMIT", "UPTODATE"):
+                    top_commit = max(top_commit, z)
+                elif kind == "message" and r.get("dir") == "send" and what == "ACK":
+                    top_ack = max(top_ack, z)
                 elif kind == "state" and r.get("state") == "LOOKING":
-                    open_ = [p for p in props if p > top_commit]
-                    if open_ and not acks_sent:
-                        e = open_[0] >> 32
-                        nxt = _next_sync(rs, k, e)
-                        if nxt is not None:
-                            lead2, epoch2, n = nxt
-                            dropped = sum(1 for x in rs[:k] if _msg(x, "drop", "ACK"))
-                            return ProofResult(name, True,
-                                               f"replica {sid} (incarnation {inc}, no restart) received "
-                                               f"{len(open_)} PROPOSAL(s) {fmt(open_[0])}..{fmt(open_[-1])} from "
-                                               f"{leader} in epoch {e}, none committed to it and no ACK of them "
-                                               f"sent ({dropped} ACK(s) dropped with the channel); went LOOKING, "
-                                               f"then received NEWLEADER {fmt(n)} from {lead2} and followed it "
-                                               f"in epoch {epoch2}")
-                    props, top_commit, acks_sent = [], 0, 0
+                    open_ = [p for p in props if p > max(top_commit, top_ack)]
+                    nxt = _next_sync(rs, k, open_[0] >> 32) if open_ else None
+                    if nxt is not None:
+                        lead2, epoch2, n = nxt
+                        dropped = sum(1 for x in rs[:k] if _msg(x, "drop", "ACK") and int(x["zxid"] or 0) >= open_[0])
+                        return ProofResult(name, True,
+                                           f"replica {sid} (incarnation {inc}, no restart) received "
+                                           f"{len(open_)} PROPOSAL(s) {fmt(open_[0])}..{fmt(open_[-1])} from "
+                                           f"{leader} in epoch {open_[0] >> 32}, none committed to it and no ACK "
+                                           f"of them sent ({dropped} ACK(s) dropped with the channel); went "
+                                           f"LOOKING, then received NEWLEADER {fmt(n)} from {lead2} and followed "
+                                           f"it in epoch {epoch2}")
+                    props, leader, top_commit, top_ack = [], -1, 0, 0
     return ProofResult(name, False, "no follower carried uncommitted, unacknowledged proposals out of an "
                                     "iteration into a sync with a leader of a later epoch, without a restart")
 

@@ -107,3 +107,14 @@ def test_zk_4646_what_the_newleader_ack_promised_is_on_disk_when_it_leaves(start
     assert not result.problems, result.problems
     assert max(result.elections.values()) <= 4
     assert result.ok
+
+
+def test_zk_4712_proposals_left_open_by_an_ended_iteration_do_not_leak(start) -> None:  # type: ignore[no-untyped-def]
+    ens, result, lines = replay(start, "zk-4712-proposals-across-iterations", check=True)
+    proof = result.proofs[0]
+    assert proof.ok, proof.text
+    assert "(incarnation 0, no restart)" in proof.text and "dropped with the channel" in proof.text
+    assert not result.problems, result.problems  # nothing stale: every history agrees with the new leader's
+    assert max(result.elections.values()) <= 3 and min(result.elections.values()) == 2  # nobody restarted
+    assert result.check == 0  # zabray check: every Zab property holds in the traces
+    assert result.ok
