@@ -9,6 +9,7 @@ partition, heal, stop. It is never on the data path.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -223,15 +224,32 @@ class EnsembleController:
             raise ConfigError(f"no replica {sid} in ensemble {self.name!r} (replicas are {self.members})")
 
     async def kill(self, sid: int) -> None:
-        """The replica's process dies at once; its disk is kept."""
+        """The replica's process is dead when this returns; its disk is kept.
+
+        ``ray.kill`` only asks the raylet: the process could go on receiving, logging and
+        acknowledging for tens of milliseconds after it returned, so "kill, then write while it
+        is down" would not be what it says. On the controller's node the process is SIGKILLed
+        and waited for; on another node the kill is confirmed once its actor stops answering."""
         self._check(sid)
         h = self.handles.pop(sid, None)
         if h is None:
             raise NotRunningError(f"replica {sid} is not running")
-        if sid in self.paused:
-            self._signal(sid, signal.SIGCONT)
-            self.paused.discard(sid)
+        paused = sid in self.paused
+        self.paused.discard(sid)  # SIGKILL ends a stopped process too
+        pid = int(self.info.get(sid, {}).get("pid") or 0)
+        local = bool(pid) and self.node_of[sid] == ray.get_runtime_context().get_node_id()
+        # Signal the pid only while its actor answers (or is paused): a replica that died on its
+        # own (a crash point) leaves a pid the system may have handed to another process.
+        if local and (paused or await _answers(h)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         ray.kill(h, no_restart=True)
+        deadline = time.monotonic() + 10
+        while not await _gone(pid, h, local):
+            if time.monotonic() > deadline:
+                log.warning("replica %d: not confirmed dead 10 s after kill", sid)
+                break
+            await asyncio.sleep(0.005)
         self._fault("kill", [sid])
 
     async def _alive(self, sid: int) -> bool:
@@ -375,3 +393,29 @@ def _wipe(path: str, parent: str) -> str | None:
     except OSError:
         pass
     return path if existed else None
+
+
+async def _answers(handle: Any) -> bool:
+    try:
+        await asyncio.wait_for(handle.status.remote(), 2)
+    except Exception:  # dead (RayActorError) or not answering
+        return False
+    return True
+
+
+async def _gone(pid: int, handle: Any, local: bool) -> bool:
+    """Is the killed replica's process gone? Locally: no process by that pid, or a zombie.
+    Elsewhere: its actor no longer answers (a call fails once Ray has seen it die)."""
+    if not local:
+        return not await _answers(handle)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] in ("Z", "X")
+    except OSError:  # no /proc here, or it was reaped meanwhile
+        return not os.path.exists(f"/proc/{pid}") and os.path.isdir("/proc")

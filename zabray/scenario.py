@@ -219,6 +219,11 @@ class _Run:
                 view = ens.inspect(sid)
                 has = any(int(e.zxid) == z for e in view.log) or int(view.committed_through) >= z
                 return has, f"{fmt(z)} {'is' if has else 'is not'} on {sid}'s disk (last {fmt(view.last_zxid)})"
+            case "epoch":
+                sid = self.sid(a["sid"])
+                view = ens.inspect(sid)
+                has = all(getattr(view, f"{k}_epoch") == a[k] for k in ("current", "accepted") if k in a)
+                return has, f"{sid}'s disk: current epoch {view.current_epoch}, accepted {view.accepted_epoch}"
             case "acknowledged":
                 return len(self.acked) >= a["count"], f"{len(self.acked)} acknowledged"
         raise ConfigError(f"unknown condition {cond.what!r}")

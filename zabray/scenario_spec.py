@@ -25,8 +25,8 @@ Steps (one key each): ``bind``, ``hold``, ``release``, ``unhold``, ``kill``, ``r
 ``partition``, ``heal``, ``write``, ``wait``, ``expect``. A sid is an int or a name bound
 earlier; a zxid is an int, ``"epoch:counter"`` or a write's ``as`` name. Conditions (``wait``
 and ``expect``; ``not: true`` negates): ``state`` {sid, is, epoch?}, ``down`` sid, ``alive``
-sid, ``leader`` true, ``held`` {pattern, count?}, ``durable`` {zxid, sid}, ``acknowledged`` N,
-``converged`` true. A ``write`` with ``may_fail: true`` reports writes that fail instead of
+sid, ``leader`` true, ``held`` {pattern, count?}, ``durable`` {zxid, sid}, ``epoch`` {sid,
+current?, accepted?} (the epochs on its disk; at least one), ``acknowledged`` N, ``converged`` true. A ``write`` with ``may_fail: true`` reports writes that fail instead of
 failing the step (exported simulations: writes the simulation did not see acknowledged). An
 optional top-level ``notes`` (a string or a list) says what the scenario does not reproduce.
 A bad file raises ``ConfigError`` naming the step and the key.
@@ -47,7 +47,7 @@ from zabray.proofs import PROOFS
 
 STATES = ("LEADING", "FOLLOWING", "LOOKING", "OBSERVING")
 ROLES = ("leader", "follower")
-CONDITIONS = ("state", "down", "alive", "leader", "held", "durable", "acknowledged", "converged")
+CONDITIONS = ("state", "down", "alive", "leader", "held", "durable", "epoch", "acknowledged", "converged")
 STEP_KINDS = ("bind", "hold", "release", "unhold", "kill", "restart", "partition", "heal", "write",
               "wait", "expect")
 TOP_KEYS = ("name", "description", "replicas", "config", "max_elections", "proofs", "steps", "bug", "exact",
@@ -238,6 +238,17 @@ def _condition(d: Any, names: set[str], writes: set[str], w: _Where, timeout_ok:
         m = _mapping(v, w, "durable")
         _keys(m, ("zxid", "sid"), w, ("zxid", "sid"))
         args = {"zxid": _zxid(m["zxid"], writes, w, "zxid"), "sid": _sid(m["sid"], names, w, "sid")}
+    elif what == "epoch":
+        m = _mapping(v, w, "epoch")
+        _keys(m, ("sid", "current", "accepted"), w, ("sid",))
+        if "current" not in m and "accepted" not in m:
+            raise w.bad("epoch", "expected current, accepted or both")
+        args = {"sid": _sid(m["sid"], names, w, "sid")}
+        for k in ("current", "accepted"):
+            if k in m:
+                if isinstance(m[k], bool) or not isinstance(m[k], int) or m[k] < 0:
+                    raise w.bad(k, f"expected an epoch (an integer >= 0), got {m[k]!r}")
+                args[k] = m[k]
     else:  # acknowledged
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise w.bad("acknowledged", f"expected a number of writes, got {v!r}")

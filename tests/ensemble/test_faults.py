@@ -182,3 +182,29 @@ def test_a_seeded_schedule_of_mixed_faults_loses_nothing_and_replays_the_same_fa
         healthy_after(ens, result)
     assert runs[0] == runs[1]
     assert len({f for f, _, _ in runs[0]}) >= 5  # a real mix
+
+
+def _dead(pid: int) -> bool:
+    """No process by ``pid``, or only its zombie (it runs nothing more)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def test_kill_returns_once_the_process_is_dead_paused_or_not(start) -> None:  # type: ignore[no-untyped-def]
+    # A kill that returned while the process still ran let a "down" follower log the writes
+    # made right after it (ZOOKEEPER-4643's scenario found it): the scenarios rely on this.
+    ens = start(3)
+    leader = ens.wait_for_leader(30)
+    a, b = sorted(s for s in ens.info["voters"] if s != leader)
+    pids = {s: int(ens.info["replicas"][s]["pid"]) for s in (a, b)}
+    ens.pause(b)
+    ens.kill(a)
+    ens.kill(b)
+    assert _dead(pids[a]) and _dead(pids[b])
+    ens.restart(a)
+    ens.restart(b)
+    ens.submit(b"after")
+    wait_until(lambda: converged(ens), timeout=30, what="both back and caught up")
