@@ -331,9 +331,10 @@ def truncated_after_absence(rows_by_sid: Mapping[int, Sequence[Row]]) -> ProofRe
         if not est:
             continue
         o, r = est[0]
-        head = (f"replica {sid} proposed p={fmt(p)} in incarnation {pinc}, which ended (last row at {t0:.3f}); "
-                f"replica {o} established epoch {r.get('epoch')} at {float(r['t']):.3f}, before incarnation {nxt} "
-                f"began at {t1:.3f}; restarted, {sid} reported last zxid {fmt(_zx(info))} (p on its disk) to "
+        te = float(r["t"])
+        head = (f"replica {sid} proposed p={fmt(p)} in incarnation {pinc}; {te - t0:.3f} s after that incarnation's "
+                f"last row, replica {o} established epoch {r.get('epoch')}, {t1 - te:.3f} s before incarnation {nxt} "
+                f"began; restarted, {sid} reported last zxid {fmt(_zx(info))} (p on its disk) to "
                 f"{trunc.get('peer')}, which sent TRUNC {fmt(_zx(trunc))}")
         bad = _nobody_delivered(rows_by_sid, p)
         return ProofResult(name, not bad, f"{head}; {bad or 'nobody ever delivered p'}")

@@ -70,3 +70,35 @@ def test_scenario_command_runs_a_file_and_refuses_a_bad_one(ray_local, tmp_path:
         rc = cli_main(["scenario", "run", str(bad)])
     assert rc == 2
     assert err.getvalue().strip().count("\n") == 0 and "step 1 (kill): kill: expected a sid" in err.getvalue()
+
+
+def test_zk_3911_follower_synced_with_an_uncommitted_proposal_waits_for_its_commit(start) -> None:  # type: ignore[no-untyped-def]
+    ens, result, lines = replay(start, "zk-3911-diff-of-uncommitted")
+    proof = result.proofs[0]
+    assert proof.ok, proof.text
+    assert "UPTODATE" in proof.text and "< p: p not known committed there" in proof.text  # ZooKeeper's window
+    assert "p survived" in proof.text
+    assert not result.problems, result.problems  # p was acknowledged: it is on every live replica
+    assert max(result.elections.values()) <= 3
+    assert result.ok
+
+
+def test_zk_2845_tail_truncated_without_a_restart_stays_gone(start) -> None:  # type: ignore[no-untyped-def]
+    ens, result, lines = replay(start, "zk-2845-truncate-without-restart", check=True)
+    proof = result.proofs[0]
+    assert proof.ok, proof.text
+    assert "nobody ever delivered p" in proof.text
+    assert not result.problems, result.problems
+    assert max(result.elections.values()) <= 3
+    assert result.check == 0
+    assert result.ok
+
+
+def test_zk_1154_replica_down_with_the_highest_zxid_is_truncated_on_return(start) -> None:  # type: ignore[no-untyped-def]
+    ens, result, lines = replay(start, "zk-1154-highest-zxid-down")
+    proof = result.proofs[0]
+    assert proof.ok, proof.text
+    assert "nobody ever delivered p" in proof.text
+    assert not result.problems, result.problems
+    assert max(result.elections.values()) <= 3
+    assert result.ok
