@@ -57,6 +57,15 @@ def test_3911_holds_when_the_follower_waits_for_the_commit() -> None:
     assert "3 committed p" in r.text and "p survived: delivered by [1, 2, 3]" in r.text
 
 
+def test_3911_holds_when_p_dies_uncommitted_and_nobody_delivers_it() -> None:
+    leader = [r for r in leader_3911() if r["kind"] != "deliver"]  # the leader died before committing p
+    follower = [*follower_3911()[:6], state("LOOKING", 1, -1, inc=1), msg("send", "FOLLOWERINFO", 2, P, inc=1),
+                msg("recv", "TRUNC", 2, B, inc=1), msg("recv", "NEWLEADER", 2, N, inc=1)]
+    r = uncommitted_diff({1: follower, 3: leader, 2: new_leader(2.0)})
+    assert r.ok, r.text
+    assert "it never delivered it; 3 never committed p; p died uncommitted: nobody delivered it" in r.text
+
+
 def test_3911_fails_when_the_follower_delivers_p_at_uptodate() -> None:
     r = uncommitted_diff({1: follower_3911(deliver_at_uptodate=True), 3: leader_3911()})
     assert not r.ok
