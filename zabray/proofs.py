@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zabray.protocol.zxid import fmt
+from zabray.protocol.zxid import epoch_of, fmt
 
 Row = Mapping[str, Any]
 
@@ -311,4 +311,211 @@ PROOFS.update({
     "crash-after-current-epoch": crash_after_current_epoch,
     "crash-after-newleader-ack": crash_after_newleader_ack,
     "proposals-across-iterations": proposals_across_iterations,
+})
+
+
+# -- uncommitted tails: ZOOKEEPER-3911, 2845, 1154 ---------------------------------------------------
+# Each reads one replica incarnation's rows in written order; 1154's "while it was down" alone
+# compares wall clocks across processes (``t``: one host's clock in a local ensemble).
+
+
+def _incs(rows: Sequence[Row]) -> dict[int, list[Row]]:
+    """Every row (any kind) of one replica, by incarnation, in written order."""
+    out: dict[int, list[Row]] = {}
+    for r in rows:
+        out.setdefault(int(r.get("inc") or 0), []).append(r)
+    return out
+
+
+def _zx(r: Row) -> int:
+    return int(r.get("zxid") or 0)
+
+
+def _deliverers(rows_by_sid: Mapping[int, Sequence[Row]], p: int) -> dict[int, str]:
+    """sid -> digest of its first delivery of ``p``, for every replica that ever delivered it."""
+    out: dict[int, str] = {}
+    for sid, rows in rows_by_sid.items():
+        for r in rows:
+            if r.get("kind") == "deliver" and _zx(r) == p:
+                out[sid] = str(r.get("digest"))
+                break
+    return out
+
+
+def _sent_uncommitted(lead_rows: Sequence[Row], learner: int, start: int,
+                      diffs: set[int]) -> tuple[int, str, int, bool] | None:
+    """The lowest proposal p the leader put in a DIFF to ``learner`` (one whose last zxid is in
+    ``diffs``, with ``start`` < p) before it delivered p: (p, digest, incarnation, delivered later)."""
+    for inc, rs in sorted(_incs(lead_rows).items()):
+        proposed: dict[int, str] = {}
+        delivered: set[int] = set()
+        for i, r in enumerate(rs):
+            kind = r.get("kind")
+            if kind == "propose":
+                proposed[_zx(r)] = str(r.get("digest"))
+            elif kind == "deliver":
+                delivered.add(_zx(r))
+            elif _msg(r, "send", "DIFF") and r.get("peer") == learner and _zx(r) in diffs:
+                open_ = sorted(z for z in proposed if start < z <= _zx(r) and z not in delivered)
+                if open_:
+                    p = open_[0]
+                    later = any(x.get("kind") == "deliver" and _zx(x) == p for x in rs[i + 1:])
+                    return p, proposed[p], inc, later
+    return None
+
+
+def _delivery_after_commit(rows: Sequence[Row], p: int, inc0: int, from_index: int) -> tuple[bool, str]:
+    """Whether the replica's first delivery of p (from ``inc0``'s row ``from_index`` on) came only
+    after it learned p committed in that incarnation: a COMMIT or UPTODATE at or above p, its own
+    establishment as leader at or above p, or a snapshot covering p."""
+    for inc, rs in sorted(_incs(rows).items()):
+        if inc < inc0:
+            continue
+        known, how = 0, ""
+        for r in rs[from_index if inc == inc0 else 0:]:
+            kind, z = r.get("kind"), _zx(r)
+            if (_msg(r, "recv", "COMMIT") or _msg(r, "recv", "UPTODATE")) and z > known:
+                known, how = z, f"{r['msg']} {fmt(z)} from {r.get('peer')}"
+            elif kind in ("established", "snapshot") and z > known:
+                known, how = z, f"{'its own establishment as leader' if kind == 'established' else 'a snapshot'} at {fmt(z)}"
+            elif kind == "deliver" and z == p:
+                if known >= p:
+                    return True, f"delivered it (incarnation {inc}) only after {how}"
+                return False, (f"delivered it (incarnation {inc}) before learning it committed (highest commit "
+                               f"it knew: {fmt(known)})")
+    return True, "never delivered it"
+
+
+def uncommitted_diff(rows_by_sid: Mapping[int, Sequence[Row]], follower: int | None = None) -> ProofResult:
+    """ZOOKEEPER-3911's precondition: a leader synced a follower by DIFF carrying a proposal p it
+    had not committed (its ``send DIFF`` row precedes any delivery of p); the follower received
+    it before NEWLEADER. Holds only if the follower then delivered p no earlier than it learned
+    p committed (COMMIT/UPTODATE >= p, or its own establishment) with the value proposed, or
+    never delivered it. Reports the UPTODATE that ended the sync (below p: p not known committed
+    at the follower when its sync ended, ZooKeeper's window) and whether the old leader committed p."""
+    name = "uncommitted-diff"
+    for fsid, rows in sorted(rows_by_sid.items()):
+        if follower is not None and fsid != follower:
+            continue
+        for inc, rs in sorted(_incs(rows).items()):
+            start: int | None = None
+            lead = -1
+            diffs: set[int] = set()
+            for i, r in enumerate(rs):
+                if _msg(r, "send", "FOLLOWERINFO"):
+                    start, lead, diffs = _zx(r), int(r.get("peer", -1)), set()
+                elif _msg(r, "recv", "DIFF") and r.get("peer") == lead:
+                    diffs.add(_zx(r))
+                elif _msg(r, "recv", "NEWLEADER") and r.get("peer") == lead and diffs and start is not None:
+                    found = _sent_uncommitted(rows_by_sid.get(lead, ()), fsid, start, diffs)
+                    if found is None:
+                        continue
+                    p, dg, linc, committed = found
+                    up = next((x for x in rs[i + 1:] if _msg(x, "recv", "UPTODATE") or _msg(x, "send", "FOLLOWERINFO")),
+                              None)
+                    end = (f"its sync ended with UPTODATE {fmt(_zx(up))}"
+                           + (" < p: p not known committed there" if _zx(up) < p else " >= p")
+                           if up is not None and up.get("msg") == "UPTODATE" else "its sync never ended with that leader")
+                    ok, how = _delivery_after_commit(rows, p, inc, i + 1)
+                    who = _deliverers(rows_by_sid, p)
+                    wrong = sorted(s for s, d in who.items() if d != dg)
+                    head = (f"replica {fsid} (incarnation {inc}) received p={fmt(p)} in a DIFF from leader {lead} "
+                            f"(incarnation {linc}) before NEWLEADER {fmt(_zx(r))}, sent while {lead} had not "
+                            f"committed it; {end}")
+                    if not ok:
+                        return ProofResult(name, False, f"{head}; but it {how}")
+                    if wrong:
+                        return ProofResult(name, False, f"{head}; but replica(s) {wrong} delivered another value at p")
+                    fate = (f"{lead} committed p after that sync (itself and {fsid} a quorum); " if committed
+                            else f"{lead} never committed p; ")
+                    fate += (f"p survived: delivered by {sorted(who)} with the value {lead} proposed" if who
+                             else "p died uncommitted: nobody delivered it")
+                    return ProofResult(name, True, f"{head}; it {how}; {fate}")
+    return ProofResult(name, False, "no follower received in a DIFF a proposal its leader had not committed")
+
+
+def _truncated_tails(rows_by_sid: Mapping[int, Sequence[Row]]) -> Iterator[tuple[int, int, int, int, Row, Row]]:
+    """(sid, incarnation that proposed p, p, incarnation truncated, its FOLLOWERINFO(f >= p) row,
+    the TRUNC(t < p) row it then received from another replica) for each replica that proposed
+    p and later reported p in its log to a leader that cut it off."""
+    for sid, rows in sorted(rows_by_sid.items()):
+        incs = _incs(rows)
+        for pinc, prs in sorted(incs.items()):
+            for p in [_zx(r) for r in prs if r.get("kind") == "propose"]:
+                for tinc, trs in sorted(incs.items()):
+                    if tinc < pinc:
+                        continue
+                    first = next((i for i, r in enumerate(trs) if r.get("kind") == "propose" and _zx(r) == p), -1) \
+                        if tinc == pinc else -1
+                    info: Row | None = None
+                    for r in trs[first + 1:]:
+                        if _msg(r, "send", "FOLLOWERINFO"):
+                            info = r if _zx(r) >= p else None
+                        elif (info is not None and _msg(r, "recv", "TRUNC") and _zx(r) < p
+                              and r.get("peer") == info.get("peer") != sid):
+                            yield sid, pinc, p, tinc, info, r
+                            break
+
+
+def _nobody_delivered(rows_by_sid: Mapping[int, Sequence[Row]], p: int) -> str:
+    who = sorted(_deliverers(rows_by_sid, p))
+    return f"but replica(s) {who} delivered p" if who else ""
+
+
+def truncated_without_restart(rows_by_sid: Mapping[int, Sequence[Row]]) -> ProofResult:
+    """ZOOKEEPER-2845's precondition: a replica proposed p, left its leadership (a LOOKING row)
+    and, in the same incarnation (no restart: its in-memory history kept), reported p in its
+    FOLLOWERINFO to a leader of a later epoch, which sent TRUNC below p. Holds only if nobody
+    ever delivered p."""
+    name = "truncated-without-restart"
+    for sid, pinc, p, tinc, info, trunc in _truncated_tails(rows_by_sid):
+        if tinc != pinc:
+            continue
+        rs = _incs(rows_by_sid[sid])[tinc]
+        k = next(k for k, x in enumerate(rs) if x.get("kind") == "propose" and _zx(x) == p)
+        i, j = rs.index(info), rs.index(trunc)
+        looking = [r for r in rs[k:i] if r.get("kind") == "state" and r.get("state") == "LOOKING"]
+        follow = next((r for r in rs[j + 1:] if r.get("kind") == "state" and r.get("state") == "FOLLOWING"
+                       and int(r.get("epoch") or 0) > epoch_of(p)), None)
+        if not looking or follow is None:
+            continue
+        head = (f"replica {sid} (incarnation {pinc}) proposed p={fmt(p)}, went LOOKING, and in the same incarnation "
+                f"reported last zxid {fmt(_zx(info))} to {trunc.get('peer')}, which sent TRUNC {fmt(_zx(trunc))}; "
+                f"it then followed {follow.get('leader')} in epoch {follow.get('epoch')}")
+        bad = _nobody_delivered(rows_by_sid, p)
+        return ProofResult(name, not bad, f"{head}; {bad or 'nobody ever delivered p'}")
+    return ProofResult(name, False, "no replica was truncated below a proposal of its own without a restart")
+
+
+def truncated_after_absence(rows_by_sid: Mapping[int, Sequence[Row]]) -> ProofResult:
+    """ZOOKEEPER-1154's precondition: a replica proposed p and its process ended; while it was
+    down (after its incarnation's last row, before the next one's first, on one host's clock)
+    another replica established an epoch above p's; restarted, it reported p from its disk in
+    FOLLOWERINFO and was sent TRUNC below p. Holds only if nobody ever delivered p."""
+    name = "truncated-after-absence"
+    for sid, pinc, p, tinc, info, trunc in _truncated_tails(rows_by_sid):
+        incs = _incs(rows_by_sid[sid])
+        nxt = min((k for k in incs if k > pinc), default=None)
+        if tinc == pinc or nxt is None:
+            continue
+        t0, t1 = float(incs[pinc][-1]["t"]), float(incs[nxt][0]["t"])
+        est = [(o, r) for o, rows in sorted(rows_by_sid.items()) if o != sid for r in rows
+               if r.get("kind") == "established" and int(r.get("epoch") or 0) > epoch_of(p) and t0 < float(r["t"]) < t1]
+        if not est:
+            continue
+        o, r = est[0]
+        te = float(r["t"])
+        head = (f"replica {sid} proposed p={fmt(p)} in incarnation {pinc}; {te - t0:.3f} s after that incarnation's "
+                f"last row, replica {o} established epoch {r.get('epoch')}, {t1 - te:.3f} s before incarnation {nxt} "
+                f"began; restarted, {sid} reported last zxid {fmt(_zx(info))} (p on its disk) to "
+                f"{trunc.get('peer')}, which sent TRUNC {fmt(_zx(trunc))}")
+        bad = _nobody_delivered(rows_by_sid, p)
+        return ProofResult(name, not bad, f"{head}; {bad or 'nobody ever delivered p'}")
+    return ProofResult(name, False, "no replica was truncated below its own proposal after missing an election")
+
+
+PROOFS.update({
+    "uncommitted-diff": uncommitted_diff,
+    "truncated-without-restart": truncated_without_restart,
+    "truncated-after-absence": truncated_after_absence,
 })

@@ -213,7 +213,24 @@ class _Run:
                 return len({s.applied for s in live}) == 1, ", ".join(f"{s.sid}@{fmt(s.applied)}" for s in live)
             case "held":
                 got = matching(ens.held(), self.pattern_of(a), caught_only=False)
-                return len(got) >= a["count"], f"{len(got)} held: " + ", ".join(m.describe() for m in got[:4])
+                ok = len(got) >= a["count"]
+                named = ""
+                if ok and "as" in a:
+                    zs = [m.zxid for m in got if m.zxid is not None]
+                    if zs:
+                        self.writes[a["as"]] = max(zs)
+                        named = f" ({a['as']} = {fmt(max(zs))})"
+                    else:
+                        ok = False
+                return ok, f"{len(got)} held: " + ", ".join(m.describe() for m in got[:4]) + named
+            case "delivered":
+                z = self.zxid(a["zxid"])
+                sids = [self.sid(a["sid"])] if "sid" in a else None
+                hist = ens.histories(after=z - 1)
+                by = sorted(s for s, h in hist.items() if (sids is None or s in sids) and any(int(x) == z for x, _ in h))
+                where = f"{self.sid(a['sid'])}" if sids else "any live replica"
+                return bool(by), (f"{fmt(z)} delivered by {', '.join(map(str, by))}" if by
+                                  else f"{fmt(z)} not delivered by {where}")
             case "durable":
                 sid, z = self.sid(a["sid"]), self.zxid(a["zxid"])
                 view = ens.inspect(sid)

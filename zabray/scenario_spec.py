@@ -26,7 +26,11 @@ Steps (one key each): ``bind``, ``hold``, ``release``, ``unhold``, ``kill``, ``r
 earlier; a zxid is an int, ``"epoch:counter"`` or a write's ``as`` name. Conditions (``wait``
 and ``expect``; ``not: true`` negates): ``state`` {sid, is, epoch?}, ``down`` sid, ``alive``
 sid, ``leader`` true, ``held`` {pattern, count?}, ``durable`` {zxid, sid}, ``epoch`` {sid,
-current?, accepted?} (the epochs on its disk; at least one), ``acknowledged`` N, ``converged`` true. A ``write`` with ``may_fail: true`` reports writes that fail instead of
+current?, accepted?} (the epochs on its disk; at least one), ``acknowledged`` N,
+``converged`` true, ``delivered`` {zxid, sid?} (that txn in sid's delivered history; without
+sid, in any live replica's: ``not: true`` then says nobody delivered it); ``held`` with ``as: P``
+names the highest zxid among the matching held packets (a write never acknowledged has no
+other name). A ``write`` with ``may_fail: true`` reports writes that fail instead of
 failing the step (exported simulations: writes the simulation did not see acknowledged). An
 optional top-level ``notes`` (a string or a list) says what the scenario does not reproduce.
 A bad file raises ``ConfigError`` naming the step and the key.
@@ -47,7 +51,8 @@ from zabray.proofs import PROOFS
 
 STATES = ("LEADING", "FOLLOWING", "LOOKING", "OBSERVING")
 ROLES = ("leader", "follower")
-CONDITIONS = ("state", "down", "alive", "leader", "held", "durable", "epoch", "acknowledged", "converged")
+CONDITIONS = ("state", "down", "alive", "leader", "held", "durable", "epoch", "acknowledged", "converged",
+              "delivered")
 STEP_KINDS = ("bind", "hold", "release", "unhold", "kill", "restart", "partition", "heal", "write",
               "wait", "expect")
 TOP_KEYS = ("name", "description", "replicas", "config", "max_elections", "proofs", "steps", "bug", "exact",
@@ -228,12 +233,19 @@ def _condition(d: Any, names: set[str], writes: set[str], w: _Where, timeout_ok:
         args = {}
     elif what == "held":
         m = _mapping(v, w, "held")
-        _keys(m, ("src", "dst", "types", "zxids", "count"), w)
+        _keys(m, ("src", "dst", "types", "zxids", "count", "as"), w)
         args = _pattern_args(m, names, writes, w)
         count = m.get("count", 1)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise w.bad("count", f"expected a positive integer, got {count!r}")
         args["count"] = count
+        if "as" in m:  # names the highest zxid held: a write never acknowledged has no other name
+            if not isinstance(m["as"], str) or not m["as"].isidentifier():
+                raise w.bad("as", f"expected a name, got {m['as']!r}")
+            if negate:
+                raise w.bad("as", "names a zxid the held packets carry, so not with not: true")
+            writes.add(m["as"])
+            args["as"] = m["as"]
     elif what == "durable":
         m = _mapping(v, w, "durable")
         _keys(m, ("zxid", "sid"), w, ("zxid", "sid"))
@@ -249,6 +261,12 @@ def _condition(d: Any, names: set[str], writes: set[str], w: _Where, timeout_ok:
                 if isinstance(m[k], bool) or not isinstance(m[k], int) or m[k] < 0:
                     raise w.bad(k, f"expected an epoch (an integer >= 0), got {m[k]!r}")
                 args[k] = m[k]
+    elif what == "delivered":
+        m = _mapping(v, w, "delivered")
+        _keys(m, ("zxid", "sid"), w, ("zxid",))
+        args = {"zxid": _zxid(m["zxid"], writes, w, "zxid")}
+        if "sid" in m:
+            args["sid"] = _sid(m["sid"], names, w, "sid")
     else:  # acknowledged
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise w.bad("acknowledged", f"expected a number of writes, got {v!r}")

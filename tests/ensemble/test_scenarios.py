@@ -116,5 +116,33 @@ def test_zk_4712_proposals_left_open_by_an_ended_iteration_do_not_leak(start) ->
     assert "(incarnation 0, no restart)" in proof.text and "dropped with the channel" in proof.text
     assert not result.problems, result.problems  # nothing stale: every history agrees with the new leader's
     assert max(result.elections.values()) <= 3  # no loop: one start and one ended iteration each, at most one more
+def test_zk_3911_follower_synced_with_a_proposal_that_never_commits_never_delivers_it(start) -> None:  # type: ignore[no-untyped-def]
+    ens, result, lines = replay(start, "zk-3911-diff-of-uncommitted")  # 5 replicas
+    proof = result.proofs[0]
+    assert proof.ok, proof.text
+    assert "< p: p not known committed there" in proof.text  # its sync ended with p uncommitted: ZooKeeper's window
+    assert "never committed p; p died uncommitted: nobody delivered it" in proof.text
+    assert not result.problems, result.problems
+    assert max(result.elections.values()) <= 3
+    assert result.ok
+
+
+def test_zk_2845_tail_truncated_without_a_restart_stays_gone(start) -> None:  # type: ignore[no-untyped-def]
+    ens, result, lines = replay(start, "zk-2845-truncate-without-restart")
+    proof = result.proofs[0]
+    assert proof.ok, proof.text
+    assert "nobody ever delivered p" in proof.text
+    assert not result.problems, result.problems
+    assert max(result.elections.values()) <= 3
+    assert result.ok
+
+
+def test_zk_1154_replica_down_with_the_highest_zxid_is_truncated_on_return(start) -> None:  # type: ignore[no-untyped-def]
+    ens, result, lines = replay(start, "zk-1154-highest-zxid-down", check=True)
+    proof = result.proofs[0]
+    assert proof.ok, proof.text
+    assert "nobody ever delivered p" in proof.text
+    assert not result.problems, result.problems
+    assert max(result.elections.values()) <= 3
     assert result.check == 0  # zabray check: every Zab property holds in the traces
     assert result.ok
