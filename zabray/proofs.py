@@ -143,9 +143,10 @@ def elections(states_by_sid: Mapping[int, Sequence[Row]]) -> dict[int, int]:
 
 
 def _incarnations(rows: Sequence[Row]) -> dict[int, list[Row]]:
+    """Every row (any kind) of one replica, by incarnation, in written order."""
     out: dict[int, list[Row]] = {}
     for r in rows:
-        out.setdefault(int(r.get("inc", 0)), []).append(r)
+        out.setdefault(int(r.get("inc") or 0), []).append(r)
     return out
 
 
@@ -180,6 +181,20 @@ def _started_epoch(rows: list[Row]) -> int:
     return next((int(r["epoch"]) for r in rows if r.get("kind") == "state" and r.get("state") == "STARTED"), -1)
 
 
+def _crashed_after_sync(rows_by_sid: Mapping[int, Sequence[Row]], follower: int | None,
+                       point: str) -> Iterator[tuple[int, int, list[Row], int, int, Row, Row | None, int]]:
+    """(sid, incarnation, its rows, index of its crash row, then ``_last_sync_before``'s four
+    values) for each follower incarnation that died at ``point`` after receiving a NEWLEADER."""
+    for sid, rows in sorted(rows_by_sid.items()):
+        if follower is not None and sid != follower:
+            continue
+        for inc, rs in sorted(_incarnations(rows).items()):
+            end = _crashed_at(rs, point)
+            got = None if end is None else _last_sync_before(rs, end)
+            if end is not None and got is not None:
+                yield (sid, inc, rs, end, *got)
+
+
 def crash_after_current_epoch(rows_by_sid: Mapping[int, Sequence[Row]], follower: int | None = None) -> ProofResult:
     """ZOOKEEPER-4643's moment: a follower incarnation that started with an older current epoch
     synced (DIFF/TRUNC/SNAP), received NEWLEADER for a newer epoch, and died at
@@ -187,26 +202,17 @@ def crash_after_current_epoch(rows_by_sid: Mapping[int, Sequence[Row]], follower
     left. Whether the sync's txns were durable by then is the disk's to say (the scenario's
     ``epoch`` and ``durable`` expectations); this proves the moment from the trace."""
     name = "crash-after-current-epoch"
-    for sid, rows in sorted(rows_by_sid.items()):
-        if follower is not None and sid != follower:
+    for sid, inc, rs, end, i, nl, sync, epoch in _crashed_after_sync(rows_by_sid, follower,
+                                                                     "persist-after:current-epoch"):
+        start = _started_epoch(rs)
+        acked = any(_msg(r, "send", "ACK_NEWLEADER") for r in rs[i:end])
+        if sync is None or acked or not epoch > start:
             continue
-        for inc, rs in sorted(_incarnations(rows).items()):
-            end = _crashed_at(rs, "persist-after:current-epoch")
-            if end is None:
-                continue
-            got = _last_sync_before(rs, end)
-            if got is None:
-                continue
-            i, nl, sync, epoch = got
-            start = _started_epoch(rs)
-            acked = any(_msg(r, "send", "ACK_NEWLEADER") for r in rs[i:end])
-            if sync is None or acked or not epoch > start:
-                continue
-            return ProofResult(name, True,
-                               f"replica {sid} (incarnation {inc}) started in epoch {start}, was synced by "
-                               f"{sync['msg']} {fmt(int(sync['zxid'] or 0))}, received NEWLEADER "
-                               f"{fmt(int(nl['zxid'] or 0))} for epoch {epoch} from {nl['peer']} and died at "
-                               f"persist-after:current-epoch with no ACK_NEWLEADER sent")
+        return ProofResult(name, True,
+                           f"replica {sid} (incarnation {inc}) started in epoch {start}, was synced by "
+                           f"{sync['msg']} {fmt(int(sync['zxid'] or 0))}, received NEWLEADER "
+                           f"{fmt(int(nl['zxid'] or 0))} for epoch {epoch} from {nl['peer']} and died at "
+                           f"persist-after:current-epoch with no ACK_NEWLEADER sent")
     return ProofResult(name, False, "no follower died at persist-after:current-epoch after a sync into a newer "
                                     "epoch and before its ACK of NEWLEADER left")
 
@@ -218,36 +224,27 @@ def crash_after_newleader_ack(rows_by_sid: Mapping[int, Sequence[Row]], follower
     it (an ``established`` row for that epoch following the receipt): the leader counted a
     follower that was gone. What the follower had durable is the disk's to say."""
     name = "crash-after-newleader-ack"
-    for sid, rows in sorted(rows_by_sid.items()):
-        if follower is not None and sid != follower:
+    for sid, inc, rs, end, i, nl, sync, epoch in _crashed_after_sync(rows_by_sid, follower,
+                                                                     "send-after:ACK_NEWLEADER"):
+        n = int(nl["zxid"] or 0)
+        sent = [r for r in rs[i:end] if _msg(r, "send", "ACK_NEWLEADER")]
+        if sync is None or not sent or int(sent[-1]["zxid"] or 0) != n or not epoch > _started_epoch(rs):
             continue
-        for inc, rs in sorted(_incarnations(rows).items()):
-            end = _crashed_at(rs, "send-after:ACK_NEWLEADER")
-            if end is None:
-                continue
-            got = _last_sync_before(rs, end)
-            if got is None:
-                continue
-            i, nl, sync, epoch = got
-            n = int(nl["zxid"] or 0)
-            sent = [r for r in rs[i:end] if _msg(r, "send", "ACK_NEWLEADER")]
-            if sync is None or not sent or int(sent[-1]["zxid"] or 0) != n or not epoch > _started_epoch(rs):
-                continue
-            lead = int(nl["peer"])
-            lrows = list(rows_by_sid.get(lead, ()))
-            k = next((j for j, r in enumerate(lrows) if _msg(r, "recv", "ACK_NEWLEADER")
-                      and r.get("peer") == sid and int(r["zxid"] or 0) == n), None)
-            if k is None:
-                return ProofResult(name, False, f"leader {lead}'s trace has no ACK_NEWLEADER {fmt(n)} from {sid}")
-            est = next((r for r in lrows[k:] if r.get("kind") == "established" and int(r["epoch"]) == epoch), None)
-            if est is None:
-                return ProofResult(name, False, f"leader {lead} received ACK_NEWLEADER {fmt(n)} from {sid} but "
-                                                f"never established epoch {epoch} after it")
-            return ProofResult(name, True,
-                               f"replica {sid} (incarnation {inc}) was synced by {sync['msg']} "
-                               f"{fmt(int(sync['zxid'] or 0))}, received NEWLEADER {fmt(n)} for epoch {epoch}, "
-                               f"sent ACK_NEWLEADER {fmt(n)} and died right after it left; leader {lead} "
-                               f"received it and established epoch {epoch} at {fmt(int(est['zxid'] or 0))}")
+        lead = int(nl["peer"])
+        lrows = list(rows_by_sid.get(lead, ()))
+        k = next((j for j, r in enumerate(lrows) if _msg(r, "recv", "ACK_NEWLEADER")
+                  and r.get("peer") == sid and int(r["zxid"] or 0) == n), None)
+        if k is None:
+            return ProofResult(name, False, f"leader {lead}'s trace has no ACK_NEWLEADER {fmt(n)} from {sid}")
+        est = next((r for r in lrows[k:] if r.get("kind") == "established" and int(r["epoch"]) == epoch), None)
+        if est is None:
+            return ProofResult(name, False, f"leader {lead} received ACK_NEWLEADER {fmt(n)} from {sid} but "
+                                            f"never established epoch {epoch} after it")
+        return ProofResult(name, True,
+                           f"replica {sid} (incarnation {inc}) was synced by {sync['msg']} "
+                           f"{fmt(int(sync['zxid'] or 0))}, received NEWLEADER {fmt(n)} for epoch {epoch}, "
+                           f"sent ACK_NEWLEADER {fmt(n)} and died right after it left; leader {lead} "
+                           f"received it and established epoch {epoch} at {fmt(int(est['zxid'] or 0))}")
     return ProofResult(name, False, "no follower died right after its ACK of NEWLEADER left, after a sync into "
                                     "a newer epoch")
 
@@ -319,14 +316,6 @@ PROOFS.update({
 # compares wall clocks across processes (``t``: one host's clock in a local ensemble).
 
 
-def _incs(rows: Sequence[Row]) -> dict[int, list[Row]]:
-    """Every row (any kind) of one replica, by incarnation, in written order."""
-    out: dict[int, list[Row]] = {}
-    for r in rows:
-        out.setdefault(int(r.get("inc") or 0), []).append(r)
-    return out
-
-
 def _zx(r: Row) -> int:
     return int(r.get("zxid") or 0)
 
@@ -346,7 +335,7 @@ def _sent_uncommitted(lead_rows: Sequence[Row], learner: int, start: int,
                       diffs: set[int]) -> tuple[int, str, int, bool] | None:
     """The lowest proposal p the leader put in a DIFF to ``learner`` (one whose last zxid is in
     ``diffs``, with ``start`` < p) before it delivered p: (p, digest, incarnation, delivered later)."""
-    for inc, rs in sorted(_incs(lead_rows).items()):
+    for inc, rs in sorted(_incarnations(lead_rows).items()):
         proposed: dict[int, str] = {}
         delivered: set[int] = set()
         for i, r in enumerate(rs):
@@ -368,7 +357,7 @@ def _delivery_after_commit(rows: Sequence[Row], p: int, inc0: int, from_index: i
     """Whether the replica's first delivery of p (from ``inc0``'s row ``from_index`` on) came only
     after it learned p committed in that incarnation: a COMMIT or UPTODATE at or above p, its own
     establishment as leader at or above p, or a snapshot covering p."""
-    for inc, rs in sorted(_incs(rows).items()):
+    for inc, rs in sorted(_incarnations(rows).items()):
         if inc < inc0:
             continue
         known, how = 0, ""
@@ -397,7 +386,7 @@ def uncommitted_diff(rows_by_sid: Mapping[int, Sequence[Row]], follower: int | N
     for fsid, rows in sorted(rows_by_sid.items()):
         if follower is not None and fsid != follower:
             continue
-        for inc, rs in sorted(_incs(rows).items()):
+        for inc, rs in sorted(_incarnations(rows).items()):
             start: int | None = None
             lead = -1
             diffs: set[int] = set()
@@ -439,7 +428,7 @@ def _truncated_tails(rows_by_sid: Mapping[int, Sequence[Row]]) -> Iterator[tuple
     the TRUNC(t < p) row it then received from another replica) for each replica that proposed
     p and later reported p in its log to a leader that cut it off."""
     for sid, rows in sorted(rows_by_sid.items()):
-        incs = _incs(rows)
+        incs = _incarnations(rows)
         for pinc, prs in sorted(incs.items()):
             for p in [_zx(r) for r in prs if r.get("kind") == "propose"]:
                 for tinc, trs in sorted(incs.items()):
@@ -471,7 +460,7 @@ def truncated_without_restart(rows_by_sid: Mapping[int, Sequence[Row]]) -> Proof
     for sid, pinc, p, tinc, info, trunc in _truncated_tails(rows_by_sid):
         if tinc != pinc:
             continue
-        rs = _incs(rows_by_sid[sid])[tinc]
+        rs = _incarnations(rows_by_sid[sid])[tinc]
         k = next(k for k, x in enumerate(rs) if x.get("kind") == "propose" and _zx(x) == p)
         i, j = rs.index(info), rs.index(trunc)
         looking = [r for r in rs[k:i] if r.get("kind") == "state" and r.get("state") == "LOOKING"]
@@ -494,7 +483,7 @@ def truncated_after_absence(rows_by_sid: Mapping[int, Sequence[Row]]) -> ProofRe
     FOLLOWERINFO and was sent TRUNC below p. Holds only if nobody ever delivered p."""
     name = "truncated-after-absence"
     for sid, pinc, p, tinc, info, trunc in _truncated_tails(rows_by_sid):
-        incs = _incs(rows_by_sid[sid])
+        incs = _incarnations(rows_by_sid[sid])
         nxt = min((k for k in incs if k > pinc), default=None)
         if tinc == pinc or nxt is None:
             continue

@@ -116,6 +116,10 @@ def test_zk_4712_proposals_left_open_by_an_ended_iteration_do_not_leak(start) ->
     assert "(incarnation 0, no restart)" in proof.text and "dropped with the channel" in proof.text
     assert not result.problems, result.problems  # nothing stale: every history agrees with the new leader's
     assert max(result.elections.values()) <= 3  # no loop: one start and one ended iteration each, at most one more
+    assert result.check == 0  # zabray check: every Zab property holds in the traces
+    assert result.ok
+
+
 def test_zk_3911_follower_synced_with_a_proposal_that_never_commits_never_delivers_it(start) -> None:  # type: ignore[no-untyped-def]
     ens, result, lines = replay(start, "zk-3911-diff-of-uncommitted")  # 5 replicas
     proof = result.proofs[0]
