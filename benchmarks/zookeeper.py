@@ -61,6 +61,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=5.0, help="timed seconds per run")
     ap.add_argument("--warmup", type=float, default=1.0)
+    ap.add_argument("--no-warm-round", dest="warm_round", action="store_false",
+                    help="skip the uncounted warm-up round of each server before round 0")
     ap.add_argument("--in-flight", type=int, nargs="+", default=[1000, 1], help="outstanding writes per run")
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--config", default=None, help="zabray YAML config (default: configs/local.yaml)")
@@ -83,7 +85,8 @@ def main() -> None:
           f"auth {cfg.auth}, tls {cfg.tls}, tick_ms {cfg.tick_ms})")
     print("ZooKeeper: Apache ZooKeeper 3.8 (Debian), forceSync=yes, setData from its Java client")
     print(f"load: {args.size} B values, in flight {args.in_flight}, {args.seconds} s timed + {args.warmup} s "
-          f"warm-up per run, {args.rounds} rounds, alternating order; sizes {args.replicas}, paths {args.paths}")
+          f"warm-up per run, {args.rounds} rounds (after {'an uncounted warm-up round' if args.warm_round else 'no warm-up round'}), "
+          f"alternating order; sizes {args.replicas}, paths {args.paths}")
     tmp = Path(tempfile.mkdtemp(prefix="zabray-bench-zk-"))
     ray.init(address="local", include_dashboard=False, log_to_driver=False, num_cpus=os.cpu_count() or 2)
     results: list[dict[str, Any]] = []
@@ -96,9 +99,11 @@ def main() -> None:
                                          data_dir=str(tmp / f"zabray-{n}-{path}"), run_dir=str(tmp / f"runs-{n}-{path}"))
                     try:
                         ens.wait_for_leader(60)
-                        for rnd in range(args.rounds):
+                        # Round -1 warms both servers up and is not counted: a fresh ZooKeeper
+                        # ensemble's JVMs run its first load at half speed or less (JIT).
+                        for rnd in range(-1 if args.warm_round else 0, args.rounds):
                             order = ["zookeeper", "zabray"] if rnd % 2 == 0 else ["zabray", "zookeeper"]
-                            for out in args.in_flight:
+                            for out in args.in_flight if rnd >= 0 else args.in_flight[:1]:
                                 for server in order:
                                     if server == "zookeeper":
                                         r = java_load(azk.hosts, "setData", args.size, out, seconds=args.seconds,
@@ -109,10 +114,12 @@ def main() -> None:
                                         r = java_load(ens.connect_string(), "setData", args.size, out,
                                                       seconds=args.seconds, warmup=args.warmup)
                                     r = dict(r, server=server, replicas=n, path=path, in_flight=out, round=rnd)
-                                    results.append(r)
-                                    print(f"  {n} replicas {path:<9} round {rnd} {out:>5} in flight {server:<9} "
+                                    if rnd >= 0:
+                                        results.append(r)
+                                    label = f"round {rnd}" if rnd >= 0 else "warm-up"
+                                    print(f"  {n} replicas {path:<9} {label:<8} {out:>5} in flight {server:<9} "
                                           f"{r['ops_per_s']:>9,.0f} writes/s  p50 {r['p50_ms']:.2f} ms  "
-                                          f"errors {r['errors']}", flush=True)
+                                          f"errors {r['errors']}{'' if rnd >= 0 else '  (not counted)'}", flush=True)
                     finally:
                         ens.stop(wipe=True)
     finally:
