@@ -9,7 +9,6 @@ partition, heal, stop. It is never on the data path.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -228,21 +227,19 @@ class EnsembleController:
 
         ``ray.kill`` only asks the raylet: the process could go on receiving, logging and
         acknowledging for tens of milliseconds after it returned, so "kill, then write while it
-        is down" would not be what it says. On the controller's node the process is SIGKILLed
-        and waited for; on another node the kill is confirmed once its actor stops answering."""
+        is down" would not be what it says. So this waits until the process is gone (on the
+        controller's node: no such pid, or a zombie; elsewhere: its actor stops answering).
+        Ray itself does the killing, so it reports the death as intended instead of printing
+        a "worker died unexpectedly" error on the driver's stdout, as a SIGKILL of ours would."""
         self._check(sid)
         h = self.handles.pop(sid, None)
         if h is None:
             raise NotRunningError(f"replica {sid} is not running")
-        paused = sid in self.paused
-        self.paused.discard(sid)  # SIGKILL ends a stopped process too
+        if sid in self.paused:  # a stopped process cannot act on Ray's kill
+            self._signal(sid, signal.SIGCONT)
+            self.paused.discard(sid)
         pid = int(self.info.get(sid, {}).get("pid") or 0)
         local = bool(pid) and self.node_of[sid] == ray.get_runtime_context().get_node_id()
-        # Signal the pid only while its actor answers (or is paused): a replica that died on its
-        # own (a crash point) leaves a pid the system may have handed to another process.
-        if local and (paused or await _answers(h)):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
         ray.kill(h, no_restart=True)
         deadline = time.monotonic() + 10
         while not await _gone(pid, h, local):
