@@ -195,6 +195,8 @@ def _read(store: str, replica: str | None) -> DiskView:
         entries.extend(seg_entries)
         torn = seg_torn or torn
     entries.sort(key=lambda e: e.zxid)
+    # last_zxid comes from these entries, not from analyze's earlier read: on a running replica
+    # the log may have grown in between, and the view must agree with itself.
     # An old segment may repeat zxids a newer one holds only if the directory is damaged, and
     # then analyze has raised already; keep the invariant explicit anyway.
     for a, b in zip(entries, entries[1:], strict=False):
@@ -206,7 +208,7 @@ def _read(store: str, replica: str | None) -> DiskView:
         path=store, incarnation=_incarnation(replica), accepted_epoch=state.accepted_epoch,
         accepted_leader=state.accepted_leader, current_epoch=state.current_epoch, generation=rec.generation,
         snapshots=tuple(snaps), segments=tuple(segments), log=tuple(entries), committed_through=committed,
-        last_zxid=state.last_zxid, torn_at=torn, leftovers=leftovers,
+        last_zxid=max(committed, entries[-1].zxid) if entries else committed, torn_at=torn, leftovers=leftovers,
     )
 
 

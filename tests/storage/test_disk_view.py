@@ -96,6 +96,29 @@ def test_an_empty_store_is_the_initial_state(tmp_path: Path) -> None:
     assert (view.current_epoch, view.last_zxid, view.committed_through, view.log) == (0, 0, 0, ())
 
 
+def test_a_view_of_a_log_that_grows_while_it_is_read_agrees_with_itself(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A running replica appends between the view's two reads of its directory (recovery's
+    judgement, then each segment's records): the newest zxid shown is the newest record listed."""
+    import storage.diskview as dv
+
+    store = DiskStore(tmp_path / "store")
+    store.append([Txn(Zxid.of(1, 1), b"written before")])
+    store.sync()
+    real = dv.recovery.analyze
+
+    def analyze_then_append(path):  # type: ignore[no-untyped-def]
+        rec = real(path)
+        store.append([Txn(Zxid.of(1, 2), b"written meanwhile")])
+        store.sync()
+        return rec
+
+    monkeypatch.setattr(dv.recovery, "analyze", analyze_then_append)
+    view = read_disk(tmp_path)
+    store.close()
+    assert [e.zxid for e in view.log] == [Zxid.of(1, 1), Zxid.of(1, 2)]
+    assert view.last_zxid == Zxid.of(1, 2)
+
+
 def test_a_damaged_record_is_a_corruption_error_and_stays_as_it_was(tmp_path: Path) -> None:
     write_replica(tmp_path)
     store = tmp_path / "store"
