@@ -20,10 +20,8 @@ import os
 import platform
 import runpy
 import shutil
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +29,16 @@ from typing import Any
 _here = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
 sys.path.insert(0, os.path.dirname(_here))
+# benchmarks/zkclients.py, run by path: this directory is off sys.path (see above).
+ZKCLIENTS = runpy.run_path(os.path.join(_here, "zkclients.py"))
+median_of = ZKCLIENTS["median_of"]
 
 
 
 
 def _load(client: str, hosts: str, op: str, size: int, outstanding: int, seconds: float,
           warmup: float) -> dict[str, Any]:
-    # benchmarks/zkclients.py, run by path: this directory is off sys.path (see above).
-    fn = runpy.run_path(os.path.join(_here, "zkclients.py"))["java_load" if client == "java" else "kazoo_load"]
+    fn = ZKCLIENTS["java_load" if client == "java" else "kazoo_load"]
     return dict(fn(hosts, op, size, outstanding, seconds=seconds, warmup=warmup))
 
 
@@ -106,16 +106,12 @@ def main() -> None:
     for client in args.clients:
         for op in args.ops:
             for out in args.outstanding:
-                def med(server: str, key: str, client: str = client, op: str = op, out: int = out) -> float:
-                    return statistics.median(r[key] for r in results if r["server"] == server and r["client"] == client
-                                             and r["op"] == op and r["outstanding"] == out)
-                zk, zb = med("zookeeper", "ops_per_s"), med("zabray", "ops_per_s")
+                where = {"client": client, "op": op, "outstanding": out}
+                zk, zb = median_of(results, "zookeeper", "ops_per_s", **where), median_of(results, "zabray", "ops_per_s", **where)
+                zl, bl = median_of(results, "zookeeper", "p50_ms", **where), median_of(results, "zabray", "p50_ms", **where)
                 print(f"{client:<6} {op:<8} {out:>11} {zk:>16,.0f} {zb:>13,.0f} {zb / zk if zk else 0:>9.2f} "
-                      f"{med('zookeeper', 'p50_ms'):>9.2f} {med('zabray', 'p50_ms'):>13.2f}")
-    errors = sum(r["errors"] for r in results)
-    if errors:
-        print(f"\n{errors} requests failed in all: the figures above count only the ones that succeeded")
-    print(f"\nfinished {time.strftime('%Y-%m-%d %H:%M:%S')}")
+                      f"{zl:>9.2f} {bl:>13.2f}")
+    ZKCLIENTS["footer"](results)
 
 
 if __name__ == "__main__":

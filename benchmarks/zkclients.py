@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import statistics
 import subprocess
 import threading
 import time
@@ -106,3 +107,17 @@ def kazoo_load(hosts: str, op: str, size: int, outstanding: int, seconds: float,
         "p50_ms": lat[n // 2] * 1e3 if n else -1.0, "p99_ms": lat[min(n - 1, int(n * 0.99))] * 1e3 if n else -1.0,
         "errors": errors,
     }
+
+
+def median_of(results: list[dict[str, Any]], server: str, key: str, **where: Any) -> float:
+    """The median ``key`` of ``server``'s runs matching every ``where`` field."""
+    return statistics.median(r[key] for r in results
+                             if r["server"] == server and all(r[k] == v for k, v in where.items()))
+
+
+def footer(results: list[dict[str, Any]]) -> None:
+    """What every side-by-side table ends with: failed requests, if any, and the time."""
+    errors = sum(r["errors"] for r in results)
+    if errors:
+        print(f"\n{errors} requests failed in all: the figures above count only the ones that succeeded")
+    print(f"\nfinished {time.strftime('%Y-%m-%d %H:%M:%S')}")

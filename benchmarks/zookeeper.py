@@ -26,7 +26,6 @@ import os
 import platform
 import runpy
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -77,7 +76,8 @@ def main() -> None:
 
     if not apache_zk.available():
         sys.exit("Apache ZooKeeper is not installed: run bin/bootstrap (it installs Debian's zookeeper)")
-    java_load = runpy.run_path(os.path.join(_here, "zkclients.py"))["java_load"]
+    zkclients = runpy.run_path(os.path.join(_here, "zkclients.py"))
+    java_load, median_of = zkclients["java_load"], zkclients["median_of"]
     cfg = EnsembleConfig.load(args.config)
     loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
     print(f"machine: {platform.node()}, {os.cpu_count()} cores, python {platform.python_version()}, {loop}")
@@ -133,17 +133,12 @@ def main() -> None:
     for n in args.replicas:
         for path in args.paths:
             for out in args.in_flight:
-                def med(server: str, key: str, n: int = n, path: str = path, out: int = out) -> float:
-                    return statistics.median(r[key] for r in results if r["server"] == server and r["replicas"] == n
-                                             and r["path"] == path and r["in_flight"] == out)
-                zk, zb = med("zookeeper", "ops_per_s"), med("zabray", "ops_per_s")
-                zl, bl = med("zookeeper", "p50_ms"), med("zabray", "p50_ms")
+                where = {"replicas": n, "path": path, "in_flight": out}
+                zk, zb = median_of(results, "zookeeper", "ops_per_s", **where), median_of(results, "zabray", "ops_per_s", **where)
+                zl, bl = median_of(results, "zookeeper", "p50_ms", **where), median_of(results, "zabray", "p50_ms", **where)
                 print(f"{n:>8} {path:<9} {out:>9} {zk:>14,.0f} {zb:>11,.0f} {zb / zk if zk else 0:>6.2f} "
                       f"{zl:>9.2f} {bl:>10.2f} {bl / zl if zl else 0:>6.2f}")
-    errors = sum(r["errors"] for r in results)
-    if errors:
-        print(f"\n{errors} requests failed in all: the figures above count only the ones that succeeded")
-    print(f"\nfinished {time.strftime('%Y-%m-%d %H:%M:%S')}")
+    zkclients["footer"](results)
 
 
 if __name__ == "__main__":
