@@ -9,14 +9,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+from zabray.trace import expand
+
 Row = dict[str, Any]
 
 
 def _rows(path: Path) -> list[Row]:
+    """The file's rows, run rows expanded (``zabray.trace.expand``)."""
     out: list[Row] = []
     for line in path.read_text().splitlines():
         try:
-            out.append(json.loads(line))
+            out.extend(expand(json.loads(line)))
         except json.JSONDecodeError:  # a torn last line of a killed writer
             continue
     return out

@@ -18,6 +18,7 @@ from zabray.ensemble import Ensemble
 from zabray.errors import ConfigError
 from zabray.protocol.zxid import Zxid, fmt
 from zabray.trace import digest
+from zabray.tracefiles import replica_rows
 
 pytestmark = pytest.mark.ray
 
@@ -159,10 +160,8 @@ def test_writes_aimed_at_each_follower_commit(start) -> None:  # type: ignore[no
     origin = {int(e.zxid): e.origin for e in ens.inspect(leader).log}
     assert {z: origin[z] for z in aimed} == aimed
     # And the leader's trace proposed each one with its value's digest.
-    trace = Path(ens.info["run_dir"]) / "trace"
-
     def proposed() -> dict[int, str]:
-        rows = [json.loads(line) for f in trace.glob(f"replica-{leader}-inc*.jsonl") for line in f.read_text().splitlines()]
+        rows = replica_rows(ens.info["run_dir"], leader)
         return {int(r["zxid"]): r["digest"] for r in rows if "digest" in r and r.get("kind") == "propose"}
 
     wait_until(lambda: all(proposed().get(z) == acked[z] for z in aimed), timeout=10, what="the leader's trace")

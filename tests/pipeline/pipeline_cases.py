@@ -11,8 +11,10 @@ Each mutation takes the trace's files as DataFrames (``SynthTrace.frames()``) an
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -66,6 +68,10 @@ class Case:
     frames: Frames
     fails: set[str]
     expect: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Counterexample fields that name which replica did something first, by ``t``. In run rows
+    # (``write_runs``) a run's txns share its first ``t``; a replica's run spans one loop turn,
+    # but here it spans a whole epoch of the synthetic trace, which can reorder replicas.
+    by_time: frozenset[str] = frozenset()
 
 
 def swapped_deliveries(frames: Frames, meta: dict) -> Case:
@@ -158,7 +164,7 @@ def skip_across_epochs(frames: Frames, meta: dict) -> Case:
     _forget_write(f, z(1, 24))
     return Case(f, {"agreement"},
                 {"agreement": {"replica": 1, "inc": 1, "zxid": "2:1", "prev": "1:23", "gprev": "1:24",
-                               "skipped_by": 1}})
+                               "skipped_by": 1}}, by_time=frozenset({"skipped_by"}))
 
 
 def proposes_too_early(frames: Frames, meta: dict) -> Case:
@@ -244,6 +250,26 @@ def malformed_rows(frames: Frames, meta: dict) -> Case:
     df.loc[i, "state"] = None
     df["comment"] = "extra column"
     return Case(f, {"well_formed"}, {"well_formed": {"kind": "state", "replica": 1, "problem": "missing state"}})
+
+
+def write_runs(frames: Frames, run_dir: Path) -> None:
+    """Write ``frames`` as a replica writes them: consecutive propose (or deliver) rows of one
+    epoch become one run row with ``digests`` and the first row's ``t`` (``zabray.trace``)."""
+    trace = run_dir / "trace"
+    trace.mkdir(parents=True, exist_ok=True)
+    for name, df in frames.items():
+        rows = [{k: v for k, v in r.items() if v is not None}
+                for r in map(json.loads, df.to_json(orient="records", lines=True, double_precision=15).splitlines())]
+        out: list[dict[str, Any]] = []
+        for r in rows:
+            last = out[-1] if out else None
+            if (last is not None and r["kind"] in ("propose", "deliver") and last["kind"] == r["kind"]
+                    and last.get("epoch") == r.get("epoch") and "digest" in r
+                    and r["zxid"] == last["zxid"] + len(last.get("digests", [last.get("digest")]))):
+                last["digests"] = [*last.get("digests", [last.pop("digest", None)]), r["digest"]]
+            else:
+                out.append(r)
+        (trace / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in out))
 
 
 MUTATIONS: dict[str, Callable[[Frames, dict], Case]] = {

@@ -72,8 +72,8 @@ def test_good_and_bad_runs_exit_1_with_a_report_each(spark, runs, tmp_path, caps
 
 @pytest.mark.spark
 def test_other_schema_version_exits_2(spark, tmp_path, capsys):
-    (tmp_path / "v2" / "trace").mkdir(parents=True)
-    (tmp_path / "v2" / "trace" / "sim.jsonl").write_text(
-        '{"v":2,"run":"x","kind":"deliver","replica":1,"inc":0,"t":1.0,"zxid":4294967297,"digest":"ab"}\n')
-    assert run(str(tmp_path / "v2"), "--no-figures") == EXIT_BAD_INPUT
-    assert "schema version 2" in capsys.readouterr().err
+    (tmp_path / "v3" / "trace").mkdir(parents=True)
+    (tmp_path / "v3" / "trace" / "sim.jsonl").write_text(
+        '{"v":3,"run":"x","kind":"deliver","replica":1,"inc":0,"t":1.0,"zxid":4294967297,"digest":"ab"}\n')
+    assert run(str(tmp_path / "v3"), "--no-figures") == EXIT_BAD_INPUT
+    assert "schema version 3" in capsys.readouterr().err

@@ -78,7 +78,7 @@ def test_table_and_json():
     assert lines[3].split()[:4] == ["agreement", "FAIL", "2", "replica"]
     assert lines[-1] == "1 of 2 properties hold; 1 FAIL"
     doc = json.loads(json.dumps(report_dict(report, run_dir="x")))
-    assert doc["ok"] is False and doc["run_dir"] == "x" and doc["trace_schema_version"] == 1
+    assert doc["ok"] is False and doc["run_dir"] == "x" and doc["trace_schema_version"] == 2
     assert [p["verdict"] for p in doc["properties"]] == ["PASS", "FAIL"]
     assert report.for_run("r")["agreement"].violations == 2
     assert report.for_run("r")["integrity"].holds

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from zabray.pipeline.errors import TraceError
 from zabray.pipeline.loader import CORRUPT, POSITION, with_position
 from zabray.protocol.zxid import fmt
-from zabray.trace import SCHEMA_VERSION
+from zabray.trace import READABLE_VERSIONS
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -251,7 +251,7 @@ class TraceFrames:
         rows = (self.events.groupBy("run", "kind")
                 .agg(F.count(F.lit(1)).alias("rows"),
                      F.count(CORRUPT).alias("corrupt"),
-                     F.sum(F.when(F.col("v").isNotNull() & (F.col("v") != SCHEMA_VERSION), 1)
+                     F.sum(F.when(F.col("v").isNotNull() & ~F.col("v").isin(*READABLE_VERSIONS), 1)
                            .otherwise(0)).alias("bad_version"),
                      F.max("v").alias("max_v"), F.min("t").alias("t_min"), F.max("t").alias("t_max"))
                 .collect())
@@ -264,7 +264,7 @@ class TraceFrames:
         if bad:
             v = max(r["max_v"] for r in rows if r["max_v"] is not None)
             raise TraceError(f"{bad} trace rows have schema version {v}; this checker reads "
-                             f"version {SCHEMA_VERSION}")
+                             f"versions {', '.join(map(str, READABLE_VERSIONS))}")
         by_kind: dict[str, int] = {}
         for r in rows:
             if r["kind"] is not None:

@@ -5,10 +5,14 @@ latter for traces too large to keep as JSON (the benchmark writes them); both ca
 columns. Columns not in the schema are ignored, columns a row lacks are null, a line that is
 not valid JSON becomes a row whose only non-null column is ``_corrupt``.
 
-Besides the schema columns the DataFrame has three position columns, ``_file`` (a 64-bit hash
+Run rows (``zabray.trace``: one propose or deliver row with ``digests`` for consecutive zxids)
+are expanded here, so the DataFrame has one row per txn, as if the writer had written them.
+
+Besides the schema columns the DataFrame has four position columns, ``_file`` (a 64-bit hash
 of the file's path: cheaper to shuffle and sort than the path), ``_block`` (byte offset of the
-file split) and ``_row`` (a counter that grows within a split): ordered by them, a file's rows
-come back in the order they were written. The checks need this because ``t``
+file split), ``_row`` (a counter that grows within a split) and ``_sub`` (the index within an
+expanded run row, else 0): ordered by them, a file's rows come back in the order they were
+written. The checks need this because ``t``
 cannot order rows on its own (simulated ticks tie; wall clocks step).
 """
 
@@ -21,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zabray.pipeline.errors import TraceError
-from zabray.trace import SCHEMA
+from zabray.trace import RUN_DIGESTS, SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -33,7 +37,7 @@ TRACE_DIR = "trace"
 JSON_PATTERNS = ("*.jsonl", "*.jsonl.gz")
 PARQUET_PATTERNS = ("*.parquet",)
 CORRUPT = "_corrupt"
-POSITION = ("_file", "_block", "_row")
+POSITION = ("_file", "_block", "_row", "_sub")
 
 
 def spark_schema() -> StructType:
@@ -75,6 +79,24 @@ def _positioned(df: DataFrame) -> DataFrame:
                      F.monotonically_increasing_id().alias("_row"))
 
 
+def _expanded(df: DataFrame) -> DataFrame:
+    """One row per txn of each run row (``zabray.trace.expand``), ``_sub`` its index in the run;
+    every other row once, with ``_sub`` 0. The run row's columns drop ``digests``."""
+    from pyspark.sql import functions as F
+
+    out = df.select("*", F.posexplode_outer(RUN_DIGESTS).alias("_sub", "_d"))
+    in_run = F.col("_d").isNotNull()
+    cols = []
+    for c in df.columns:
+        if c == "zxid":
+            cols.append(F.when(in_run, F.col("zxid") + F.col("_sub")).otherwise(F.col("zxid")).alias("zxid"))
+        elif c == "digest":
+            cols.append(F.when(in_run, F.col("_d")).otherwise(F.col("digest")).alias("digest"))
+        elif c != RUN_DIGESTS:
+            cols.append(F.col(c))
+    return out.select(*cols, F.coalesce(F.col("_sub"), F.lit(0)).alias("_sub"))
+
+
 def load(spark: SparkSession, *run_dirs: str | PathLike[str]) -> DataFrame:
     """One DataFrame of every row of the given run directories (lazy: no Spark job runs).
 
@@ -93,13 +115,14 @@ def load(spark: SparkSession, *run_dirs: str | PathLike[str]) -> DataFrame:
     schema = spark_schema()
     frames = []
     if json_files:
-        with_corrupt = T.StructType([*schema.fields, T.StructField(CORRUPT, T.StringType(), True)])
-        frames.append(_positioned(
+        with_corrupt = T.StructType([*schema.fields, T.StructField(RUN_DIGESTS, T.ArrayType(T.StringType()), True),
+                                     T.StructField(CORRUPT, T.StringType(), True)])
+        frames.append(_expanded(_positioned(
             spark.read.schema(with_corrupt).option("mode", "PERMISSIVE")
-            .option("columnNameOfCorruptRecord", CORRUPT).json(json_files)))
+            .option("columnNameOfCorruptRecord", CORRUPT).json(json_files))))
     if parquet_files:
         frames.append(_positioned(spark.read.schema(schema).parquet(*parquet_files))
-                      .withColumn(CORRUPT, F.lit(None).cast("string")))
+                      .withColumn("_sub", F.lit(0)).withColumn(CORRUPT, F.lit(None).cast("string")))
     return reduce(lambda a, b: a.unionByName(b), frames)
 
 
@@ -111,4 +134,4 @@ def with_position(df: DataFrame) -> DataFrame:
     if all(c in df.columns for c in POSITION):
         return df
     return df.select("*", F.lit(0).cast("long").alias("_file"), F.lit(0).cast("long").alias("_block"),
-                     F.monotonically_increasing_id().alias("_row"))
+                     F.monotonically_increasing_id().alias("_row"), F.lit(0).alias("_sub"))

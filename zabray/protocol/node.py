@@ -179,15 +179,24 @@ class Node:
         if z <= self.applied:
             return
         app, sid, out, tracing = self.app, self.sid, self._out, self.tracing
+        start = len(out)
+        runs: list[tuple[int, list[str]]] = []  # (first zxid, digests) of consecutive txns
+        nxt = 0
         for txn in self.history.after(self.applied, z):
             result = app.apply(txn)
             out.append(Deliver(txn, result))
             if tracing:
-                out.append(Trace(trace.Delivered(txn.zxid.epoch, txn.zxid, trace.digest(txn.value))))
+                zx = txn.zxid
+                if zx != nxt or zx >> 32 != runs[-1][0] >> 32:
+                    runs.append((zx, []))
+                runs[-1][1].append(trace.digest(txn.value))
+                nxt = zx + 1
             if txn.origin == sid:
                 out.append(Committed(txn.request_id, txn.zxid, result))
                 self.role.forget_request(txn.request_id)
             self.applied = txn.zxid
+        if runs:  # traced ahead of the step's replies, as if one record per txn had been
+            out[start:start] = [Trace(trace.Delivered(first >> 32, first, tuple(ds))) for first, ds in runs]
 
     def new_iteration(self, why: str) -> None:
         """End the current iteration: close its channels, drop what it held, look for a leader."""
