@@ -12,6 +12,7 @@ releases ACKs. A storage failure stops the replica: it never goes on as if a wri
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import os
 import random
@@ -300,9 +301,6 @@ class ReplicaServer(FaultHooks):
                 for_service.append(a)
             elif isinstance(a, Persist):
                 self._pq.append(a)
-                if not self._flushing and not self._flush_scheduled:
-                    self._flush_scheduled = True
-                    self.loop.call_soon(self._flush)
             elif t is Notify:
                 if faults.links.delay and faults.links.shaped(a.to):  # type: ignore[attr-defined]
                     self._shape(a.to, a)  # type: ignore[attr-defined, arg-type]
@@ -314,6 +312,11 @@ class ReplicaServer(FaultHooks):
                 transport.close(a.channel)  # type: ignore[attr-defined]
                 if faults.gated:
                     self.channel_gone(a.channel)  # type: ignore[attr-defined]
+        if self._pq and not self._flushing and not self._flush_scheduled:
+            # After the step's sends are scheduled: a leader's PROPOSAL leaves before its own log
+            # write starts (the two proceed in parallel; its own ACK still waits for the sync).
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)
         self._events.extend(self.service.core(for_service, *_role(self.node)))
 
     # -- injected faults --------------------------------------------------------------------------
@@ -347,10 +350,18 @@ class ReplicaServer(FaultHooks):
                     self._crash(f"persist-before:{kind}")
         self._flushing = True
         self._flush_t0 = time.monotonic()
-        fut = self.loop.run_in_executor(self._io, self._io_apply, batch)
-        fut.add_done_callback(lambda f: self._flushed(f, batch))
+        # Straight back to the loop from the IO thread (run_in_executor would chain an asyncio
+        # future and take one more loop turn before the ACKs go out).
+        fut = self._io.submit(self._io_apply, batch)
+        fut.add_done_callback(lambda f: self._call_threadsafe(self._flushed, f, batch))
 
-    def _flushed(self, fut: asyncio.Future[int], batch: list[Persist]) -> None:
+    def _call_threadsafe(self, fn: Any, *args: Any) -> None:
+        try:
+            self.loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # the loop is closed: the replica stopped
+            pass
+
+    def _flushed(self, fut: concurrent.futures.Future[int], batch: list[Persist]) -> None:
         self._flushing = False
         n = len(batch)
         try:
