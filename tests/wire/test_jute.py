@@ -191,3 +191,26 @@ def test_garbage_requests_only_raise_codec_errors(data: bytes) -> None:
 def test_property_round_trip(path: str, data: bytes | None, v: int, ttl: int) -> None:
     rec = zp.CreateTTLRequest(path, data, ACLS, v, ttl)
     assert zp.CreateTTLRequest.decode(rec.encode()) == rec
+
+
+ints = st.integers(min_value=-(2**31), max_value=2**31 - 1)
+longs = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+
+
+@given(st.tuples(longs, longs, longs, longs, ints, ints, ints, longs, ints, ints, longs))
+def test_an_all_number_record_packs_as_field_by_field_would(values: tuple[int, ...]) -> None:
+    """Stat and the headers are packed in one struct call: the same bytes, the same values."""
+    stat = zp.Stat(*values)
+    w = Writer()
+    for v, t in zip(values, zp.Stat.FIELDS, strict=True):
+        (w.int32 if t == "int" else w.int64)(v)
+    assert stat.encode() == bytes(w.buf)
+    assert zp.Stat.decode(bytes(w.buf)) == stat
+
+
+@pytest.mark.parametrize("bad", [2**31, -(2**31) - 1])
+def test_an_out_of_range_number_is_still_named(bad: int) -> None:
+    with pytest.raises(CodecError, match="32-bit int"):
+        zp.ReplyHeader(1, 2, bad).encode()
+    with pytest.raises(CodecError, match="truncated"):
+        zp.ReplyHeader.decode(b"\0" * 15)
