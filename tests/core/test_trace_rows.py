@@ -132,3 +132,13 @@ def test_a_turns_consecutive_deliveries_are_one_row_and_reach_the_file_by_its_en
     rows = _read(buf)
     assert [r["zxid"] for r in rows] == [Zxid.of(3, c) for c in range(1, 102)]
     assert rows[99]["digest"] == trace.digest(b"100") and rows[99]["t"] == 8.0
+
+
+def test_expand_leaves_other_and_malformed_rows_alone() -> None:
+    plain = {"kind": "state", "state": "LEADING"}
+    assert trace.expand(plain) == [plain]
+    for bad in ({"kind": "deliver", "digests": ["ab"]}, {"kind": "deliver", "zxid": "1", "digests": ["ab"]},
+                {"kind": "deliver", "zxid": 5, "digests": "ab"}):
+        assert trace.expand(bad) == [bad]
+    assert trace.expand({"kind": "deliver", "zxid": 5, "digests": ["a", "b"], "t": 1.0}) == [
+        {"kind": "deliver", "zxid": 5, "digest": "a", "t": 1.0}, {"kind": "deliver", "zxid": 6, "digest": "b", "t": 1.0}]
