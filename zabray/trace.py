@@ -181,7 +181,7 @@ class PeerMessage:
 def expand(r: dict[str, Any]) -> list[dict[str, Any]]:
     """The rows a run row stands for (see the module doc), in order; any other row alone."""
     digests, first = r.get(RUN_DIGESTS), r.get("zxid")
-    if not isinstance(digests, list) or type(first) is not int:
+    if not isinstance(digests, list | tuple) or not isinstance(first, int):
         return [r]  # not a run row, or a malformed one: left for the checks to report
     base = {k: v for k, v in r.items() if k != RUN_DIGESTS}
     return [{**base, "zxid": first + i, "digest": d} for i, d in enumerate(digests)]
