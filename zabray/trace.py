@@ -229,13 +229,12 @@ class TraceWriter:
         self._head = (f'{{"v":{SCHEMA_VERSION},"run":{json.dumps(run)},"src":{json.dumps(src)},'
                       f'"replica":{int(replica)},"inc":{int(inc)},"t":')
         self._scheduled = False
-        # The run being gathered: its kind ("" if none), first record's t, epoch, first zxid,
-        # the zxid that would extend it, and its digests.
+        # The run being gathered: its kind ("" if none), first record's t, epoch, first zxid
+        # and digests (the zxid that would extend it is the first plus their count).
         self._run_kind = ""
         self._run_t = 0.0
         self._run_epoch = 0
         self._run_zxid = 0
-        self._run_next = 0
         self._run_digests: list[str] = []
 
     def write(self, record: Any, t: float) -> None:
@@ -252,16 +251,15 @@ class TraceWriter:
     def _txns(self, record: Any, kind: str, epoch: int, zxid: int, digests: tuple[str, ...], t: float) -> None:
         """Extend the run being gathered, or end it and start one (or write ``record`` whole)."""
         hexes = "".join(digests).isalnum()  # digests are hex: nothing in them needs escaping
-        if kind == self._run_kind and zxid == self._run_next and epoch == self._run_epoch and hexes:
+        if (kind == self._run_kind and zxid == self._run_zxid + len(self._run_digests)
+                and epoch == self._run_epoch and hexes):
             self._run_digests.extend(digests)
-            self._run_next += len(digests)
             return
         if self._run_kind:
             self._end_run()
         if hexes and math.isfinite(t) and self._schedule():
             self._run_kind, self._run_t, self._run_epoch = kind, float(t), int(epoch)
             self._run_zxid = int(zxid)
-            self._run_next = self._run_zxid + len(digests)
             self._run_digests = list(digests)
         else:
             self._whole(record, t)
