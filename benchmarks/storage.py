@@ -10,6 +10,9 @@ For each group size N (1, 10, 100, 1000 records of 1 KiB per fsync):
 - grow:      the same, appending to a file that grows (no preallocation), for reference.
 - DiskStore: ``append`` N txns then ``sync``; only those two calls are timed (building the Txn
              objects is the caller's work). Segment rollovers fall inside the timed syncs.
+             After each segment's worth of writes the store saves a snapshot (untimed, as a
+             replica's snapshots are its own work), which purges the log: steady state, where
+             purged segments are recycled as new ones instead of new files being zero-filled.
 
 A shared disk's fsync rate can swing several-fold within seconds, so raw and DiskStore are
 measured in alternation, one group commit each in turn, until each side has had S seconds of
@@ -35,7 +38,6 @@ from zabray.protocol.zxid import Zxid  # noqa: E402
 RECORD = 1024
 GROUPS = (1, 10, 100, 1000)
 RAW_FILE_MB = 256
-STORE_RESET_BYTES = 512 << 20
 
 
 class RawFile:
@@ -79,7 +81,8 @@ class StoreRun:
     """append(N txns) + sync through one DiskStore; only those calls are timed."""
 
     def __init__(self, path: str, group: int, segment_bytes: int) -> None:
-        self.store = DiskStore(path, segment_bytes=segment_bytes)
+        self.store = DiskStore(path, segment_bytes=segment_bytes, keep_snapshots=1)
+        self.segment_bytes = segment_bytes
         self.group = group
         self.value = os.urandom(RECORD)
         self.counter = 0
@@ -95,12 +98,9 @@ class StoreRun:
 
     def one(self) -> tuple[float, float]:
         """One group commit of ``group`` records; returns the seconds append and sync took."""
-        if self.written > STORE_RESET_BYTES:  # drop the log (untimed) to bound disk use
-            self.store.install_snapshot(Zxid.of(self.epoch, self.counter), b"")
-            self.epoch += 1
-            self.counter = 0
+        if self.written > self.segment_bytes:  # a snapshot (untimed) purges the log, as a replica's do
+            self.store.save_snapshot(Zxid.of(self.epoch, self.counter), b"")
             self.written = 0
-            self._warm()
         batch = [Txn(Zxid.of(self.epoch, self.counter + i + 1), self.value, 1, i) for i in range(self.group)]
         self.counter += self.group
         t0 = time.perf_counter()

@@ -6,7 +6,8 @@ Directory layout::
     acceptedEpoch, currentEpoch   storage.epochs
     snap.<gen>.<zxid>             storage.snapshots
     log.<gen>.<seq>               storage.txnlog
-    *.tmp                         half-written files of an interrupted write, reaped at open
+    spare.<n>.tmp                 files kept for later log segments (storage.txnlog), reused at open
+    *.tmp                         other half-written files of an interrupted write, reaped at open
     *.corrupt                     damaged snapshots set aside when recovery could do without them
 
 Generations make ``install_snapshot`` atomic: the installed snapshot is written as generation
@@ -28,7 +29,7 @@ import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from storage import epochs, fsutil, recovery, snapshots
+from storage import epochs, fsutil, recovery, snapshots, txnlog
 from storage.snapshots import SnapshotFile
 from storage.txnlog import TxnLog
 from zabray.errors import ConfigError, StorageError
@@ -129,11 +130,20 @@ class DiskStore:
 
     def _open(self) -> None:
         changed = False
+        spares = []
         for name in os.listdir(self.path):
             if name.endswith(fsutil.TMP_SUFFIX):
+                path = os.path.join(self.path, name)
+                if self.preallocate and txnlog.is_spare(name) and os.stat(path).st_size == self.segment_bytes:
+                    spares.append(name)  # whatever it holds: a segment made from it gets a new seed
+                    continue
                 log.info("%s: removing leftover temp file %s", self.path, name)
-                os.unlink(os.path.join(self.path, name))
+                os.unlink(path)
                 changed = True
+        spares.sort(key=txnlog.spare_number)
+        for name in spares[txnlog.MAX_RECYCLED :]:
+            os.unlink(os.path.join(self.path, name))
+            changed = True
         if changed:
             fsutil.fsync_dir(self.path)
 
@@ -169,6 +179,7 @@ class DiskStore:
             segment_bytes=self.segment_bytes,
             preallocate=self.preallocate,
             fsync=self.fsync,
+            spares=spares[: txnlog.MAX_RECYCLED],
         )
         self._cached = state
         log.info(
@@ -324,16 +335,18 @@ class DiskStore:
             return
         self._closed = True
         log_ = getattr(self, "_log", None)
-        if log_ is not None:
-            if log_.dirty and self._failed is None:
-                log.debug(
-                    "%s: closing with %d unsynced records; they are dropped", self.path, log_.pending_records
-                )
-            try:
-                log_.close()
-            except OSError as e:
-                log.warning("%s: closing the log: %s", self.path, e)
-        self._unlock()
+        try:
+            if log_ is not None:
+                if log_.dirty and self._failed is None:
+                    log.debug(
+                        "%s: closing with %d unsynced records; they are dropped", self.path, log_.pending_records
+                    )
+                try:
+                    log_.close()
+                except OSError as e:
+                    log.warning("%s: closing the log: %s", self.path, e)
+        finally:
+            self._unlock()  # whatever stopped the close: the directory is released
 
     def __enter__(self) -> DiskStore:
         return self

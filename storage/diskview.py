@@ -27,7 +27,7 @@ from typing import Any
 from storage import epochs, recovery, snapshots
 from storage.disk import CORRUPT_SUFFIX, LOCK_FILE
 from storage.fsutil import TMP_SUFFIX, read_file
-from storage.txnlog import SegmentInfo, parse_segment_name, read_segment, read_segment_header
+from storage.txnlog import SegmentInfo, is_spare, parse_segment_name, read_segment, read_segment_header
 from zabray.errors import ConfigError, CorruptionError, StorageError
 from zabray.protocol.zxid import Zxid, fmt
 from zabray.trace import digest
@@ -202,7 +202,8 @@ def _read(store: str, replica: str | None) -> DiskView:
     for a, b in zip(entries, entries[1:], strict=False):
         if b.zxid <= a.zxid:
             raise CorruptionError(f"{b.segment}: zxid {fmt(b.zxid)} at offset {b.offset} repeats {a.segment}'s")
-    leftovers = tuple(n for n in names if n.endswith(TMP_SUFFIX) or n.endswith(CORRUPT_SUFFIX)
+    # (Spare files are kept for later segments on purpose: not leftovers.)
+    leftovers = tuple(n for n in names if (n.endswith(TMP_SUFFIX) and not is_spare(n)) or n.endswith(CORRUPT_SUFFIX)
                       or (n in rec.stale and parse_segment_name(n) is not None))
     return DiskView(
         path=store, incarnation=_incarnation(replica), accepted_epoch=state.accepted_epoch,

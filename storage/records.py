@@ -4,8 +4,11 @@ Record (36-byte header, then the value)::
 
     magic u32 | value length u32 | zxid u64 | origin i64 | request_id i64 | crc32c u32 | value
 
-The record's crc32c covers its first 32 header bytes and the value. A record header is never all
-zeros (the magic is not zero), so the first all-zero header marks the end of a segment's data.
+The record's crc32c covers its first 32 header bytes and the value, starting from its segment's
+``seed`` (a random salt in the segment header; 0 in format-2 segments). A segment file recycled
+from an old one still holds the old records past its end: under the new seed they fail their
+checksums, so they can never be taken for records of the new segment. A record header is never
+all zeros (the magic is not zero), so the first all-zero header marks the end of a segment's data.
 
 Encoding happens at ``TxnLog.append``, so a group commit's ``sync`` only writes and syncs.
 (Encoding a group on another thread while the previous one syncs was measured slower: under the
@@ -32,7 +35,7 @@ REC_HEADER_SIZE = REC_HEAD.size + U32.size  # 36
 ZERO_HEADER = bytes(REC_HEADER_SIZE)
 
 
-def encode_txns(txns: Sequence[Txn], after: int, parts: list[bytes], zxids: list[int]) -> int:
+def encode_txns(txns: Sequence[Txn], after: int, parts: list[bytes], zxids: list[int], seed: int = 0) -> int:
     """Encode txns as records onto ``parts`` (header with crc, then value: two per record) and
     ``zxids``; returns the number of bytes added.
 
@@ -62,7 +65,7 @@ def encode_txns(txns: Sequence[Txn], after: int, parts: list[bytes], zxids: list
                 v = bytes(v)
             n, o, r = len(v), t.origin, t.request_id
             try:
-                crc = crc32(v, crc32(head(REC_MAGIC, n, z, o, r)))
+                crc = crc32(v, crc32(head(REC_MAGIC, n, z, o, r), seed))
             except struct.error as e:
                 raise ConfigError(f"append: txn {fmt(z)} does not fit a log record: {e}") from e
             add(full(REC_MAGIC, n, z, o, r, crc))
@@ -76,7 +79,17 @@ def encode_txns(txns: Sequence[Txn], after: int, parts: list[bytes], zxids: list
     return size + REC_HEADER_SIZE * (len(zxids) - n_zxids)
 
 
-def first_after(data: bytes, zxid: int) -> tuple[int, int | None]:
+def reseed(parts: list[bytes], seed: int) -> None:
+    """Recompute, in place, the checksums of records encoded by ``encode_txns`` (header and value
+    parts alternating) for a segment of another ``seed`` (a group that rolled over to a new one)."""
+    full = REC_FULL.pack
+    unpack = REC_HEAD.unpack_from
+    for i in range(0, len(parts), 2):
+        head = parts[i][: REC_HEAD.size]
+        parts[i] = full(*unpack(head), crc32c(parts[i + 1], crc32c(head, seed)))
+
+
+def first_after(data: bytes, zxid: int, seed: int = 0) -> tuple[int, int | None]:
     """In a run of whole records, the offset of the first with zxid > ``zxid`` (len(data) if none)
     and the zxid of the last one <= it (None if none). Checksums are verified on the way."""
     off = 0
@@ -89,7 +102,7 @@ def first_after(data: bytes, zxid: int) -> tuple[int, int | None]:
         if (
             magic != REC_MAGIC
             or end > len(data)
-            or crc32c(mv[off + REC_HEADER_SIZE : end], crc32c(mv[off : off + REC_HEAD.size])) != crc
+            or crc32c(mv[off + REC_HEADER_SIZE : end], crc32c(mv[off : off + REC_HEAD.size], seed)) != crc
         ):
             raise CorruptionError(f"bad record at offset {off} of a region written by this process")
         if z > zxid:
@@ -99,7 +112,7 @@ def first_after(data: bytes, zxid: int) -> tuple[int, int | None]:
     return off, last
 
 
-def valid_record_at(data: bytes, off: int) -> bool:
+def valid_record_at(data: bytes, off: int, seed: int = 0) -> bool:
     n = len(data)
     if off + REC_HEADER_SIZE > n:
         return False
@@ -109,14 +122,14 @@ def valid_record_at(data: bytes, off: int) -> bool:
         return False
     (crc,) = U32.unpack_from(data, off + REC_HEAD.size)
     mv = memoryview(data)
-    return bool(crc32c(mv[off + REC_HEADER_SIZE : end], crc32c(mv[off : off + REC_HEAD.size])) == crc)
+    return bool(crc32c(mv[off + REC_HEADER_SIZE : end], crc32c(mv[off : off + REC_HEAD.size], seed)) == crc)
 
 
-def any_valid_record_after(data: bytes, start: int) -> int | None:
-    """Offset of any checksum-valid record header at or after ``start``, else None."""
+def any_valid_record_after(data: bytes, start: int, seed: int = 0) -> int | None:
+    """Offset of any record at or after ``start`` valid under ``seed``, else None."""
     pos = data.find(REC_MAGIC_BYTES, start)
     while pos != -1:
-        if valid_record_at(data, pos):
+        if valid_record_at(data, pos, seed):
             return pos
         pos = data.find(REC_MAGIC_BYTES, pos + 1)
     return None

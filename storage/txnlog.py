@@ -3,13 +3,24 @@
 Segment file ``log.<generation:08x>.<seq:08x>``::
 
     header (32 bytes)  magic "ZBLG" | version u16 | flags u16 | generation u32 | seq u32 | prev zxid u64
-                       | crc32c u32 of the 24 bytes before | 4 zero bytes
-                       (flags bit 0: preallocated, so the file is never shorter than its records)
-    records            back to back from offset 32
-    zeros              up to the preallocated size
+                       | seed u32 | crc32c u32 of the 28 bytes before
+                       (flags bit 0: preallocated, so the file is never shorter than its records;
+                        bit 1: recycled, so bytes past the end may be an older segment's records)
+    records            back to back from offset 32, checksummed from the seed (``storage.records``)
+    zeros              up to the preallocated size; in a recycled file, one all-zero record
+                       header after the last record, then whatever the file held before
 
-Records (``storage.records``) follow each other from offset 32; the first all-zero record
-header marks the end of a segment's data.
+Format version 2 (read, never written) had no seed (its records are checksummed from 0), and
+4 zero bytes after the header's checksum.
+
+Records follow each other from offset 32; the first all-zero record header marks the end of a
+segment's data.
+
+Recycling: a segment purged after a snapshot becomes the file of a later segment, instead of a
+new file being zero-filled (that writes as many bytes again as the log itself). Its old records
+stay past the new end, but the new segment's random seed makes them fail their checksums, and
+every group commit into a recycled segment writes a zero record header after its records, so
+the end is found as in a zero-filled file. Nothing valid under the seed may follow the end.
 
 Invariants (checked on open by ``storage.recovery``):
 
@@ -18,8 +29,10 @@ Invariants (checked on open by ``storage.recovery``):
   segments is <= prev < every record of this one, and for consecutive segments a, b:
   ``b.prev == tail(a)`` (a's last zxid, or a.prev if a has none). This makes a missing or
   shortened segment detectable, and tells which segments a snapshot needs.
-- Everything after a segment's last record is zero (or end of file). Preallocation writes real
-  zeros; truncation and torn-tail repair cut with ``ftruncate`` (atomic) before re-zeroing.
+- Everything after a segment's last record is zero (or end of file), except in a recycled
+  segment, where a zero record header follows the last record and nothing after it is a record
+  valid under the segment's seed. Preallocation writes real zeros; truncation and torn-tail
+  repair cut with ``ftruncate`` (atomic) before re-zeroing.
 - A segment file appears under its final name only complete with header and preallocation
   (temp file, fsync, rename, fsync directory).
 - Only the newest segment can hold a torn record: every sync writes into one segment and a sync
@@ -51,6 +64,7 @@ from storage.records import (
     any_valid_record_after,
     encode_txns,
     first_after,
+    reseed,
 )
 from zabray.errors import CorruptionError
 from zabray.protocol.messages import Txn
@@ -59,10 +73,12 @@ from zabray.protocol.zxid import Zxid, fmt
 log = logging.getLogger(__name__)
 
 SEG_MAGIC = b"ZBLG"
-SEG_VERSION = 2
-_SEG_BODY = struct.Struct("<4sHHIIQ")
+SEG_VERSION = 3
+_SEG_BODY = struct.Struct("<4sHHIIQI")  # version 3: the seed is part of the checksummed body
+_SEG_BODY_V2 = struct.Struct("<4sHHIIQ")
 SEG_HEADER_SIZE = 32
 FLAG_PREALLOCATED = 1
+FLAG_RECYCLED = 2
 
 _PAGE = 4096
 _NAME = re.compile(r"^log\.([0-9a-f]{8})\.([0-9a-f]{8})$")
@@ -73,13 +89,16 @@ _NAME = re.compile(r"^log\.([0-9a-f]{8})\.([0-9a-f]{8})$")
 
 @dataclass(frozen=True, slots=True)
 class SegmentInfo:
-    """A segment of the current log: its sequence number, its ``prev`` zxid and file name."""
+    """A segment of the current log: its sequence number, its ``prev`` zxid and file name, and
+    the ``seed`` its records' checksums start from."""
 
     generation: int
     seq: int
     prev: Zxid
     name: str
     preallocated: bool = False
+    seed: int = 0
+    recycled: bool = False
 
 
 def segment_name(generation: int, seq: int) -> str:
@@ -91,26 +110,43 @@ def parse_segment_name(name: str) -> tuple[int, int] | None:
     return None if m is None else (int(m.group(1), 16), int(m.group(2), 16))
 
 
-def encode_segment_header(generation: int, seq: int, prev: int, preallocated: bool) -> bytes:
-    flags = FLAG_PREALLOCATED if preallocated else 0
-    body = _SEG_BODY.pack(SEG_MAGIC, SEG_VERSION, flags, generation, seq, prev)
-    return body + U32.pack(crc32c(body)) + bytes(SEG_HEADER_SIZE - _SEG_BODY.size - 4)
+def encode_segment_header(
+    generation: int, seq: int, prev: int, preallocated: bool, seed: int = 0, recycled: bool = False
+) -> bytes:
+    flags = (FLAG_PREALLOCATED if preallocated else 0) | (FLAG_RECYCLED if recycled else 0)
+    body = _SEG_BODY.pack(SEG_MAGIC, SEG_VERSION, flags, generation, seq, prev, seed)
+    return body + U32.pack(crc32c(body))
+
+
+def new_seed() -> int:
+    """A fresh segment's seed: random, so no older file's records can pass under it."""
+    return int.from_bytes(os.urandom(4), "little")
 
 
 def decode_segment_header(name: str, data: bytes, generation: int, seq: int) -> SegmentInfo:
-    """Verify a segment header against its file name; ``CorruptionError`` otherwise."""
+    """Verify a segment header (format 3, or format 2) against its file name; ``CorruptionError``
+    otherwise."""
     if len(data) < SEG_HEADER_SIZE:
         raise CorruptionError(f"{name}: {len(data)} bytes at offset 0, shorter than the segment header")
-    (crc,) = U32.unpack_from(data, _SEG_BODY.size)
-    if crc32c(data[: _SEG_BODY.size]) != crc:
-        reject_format_1(name, data, SEG_MAGIC, data[: _SEG_BODY.size], crc)
+    v2 = data[4:6] == b"\x02\x00"
+    body = _SEG_BODY_V2 if v2 else _SEG_BODY
+    (crc,) = U32.unpack_from(data, body.size)
+    if crc32c(data[: body.size]) != crc:
+        reject_format_1(name, data, SEG_MAGIC, data[: _SEG_BODY_V2.size], U32.unpack_from(data, 24)[0])
         raise CorruptionError(f"{name}: segment header checksum mismatch at offset 0")
-    magic, version, flags, gen, sq, prev = _SEG_BODY.unpack_from(data)
-    if magic != SEG_MAGIC or version != SEG_VERSION or flags & ~FLAG_PREALLOCATED:
+    if v2:
+        magic, version, flags, gen, sq, prev = _SEG_BODY_V2.unpack_from(data)
+        seed, known = 0, FLAG_PREALLOCATED
+    else:
+        magic, version, flags, gen, sq, prev, seed = _SEG_BODY.unpack_from(data)
+        known = FLAG_PREALLOCATED | FLAG_RECYCLED
+    if magic != SEG_MAGIC or version not in (2, SEG_VERSION) or flags & ~known:
         raise CorruptionError(f"{name}: bad segment magic/version/flags at offset 0")
     if (gen, sq) != (generation, seq):
         raise CorruptionError(f"{name}: header names generation {gen} seq {sq}, not its file name")
-    return SegmentInfo(generation, seq, Zxid(prev), name, bool(flags & FLAG_PREALLOCATED))
+    return SegmentInfo(
+        generation, seq, Zxid(prev), name, bool(flags & FLAG_PREALLOCATED), seed, bool(flags & FLAG_RECYCLED)
+    )
 
 
 def read_segment_header(dirpath: str, name: str, generation: int, seq: int) -> SegmentInfo:
@@ -147,8 +183,12 @@ def scan_segment(info: SegmentInfo, data: bytes, *, keep_after: int, may_be_torn
     tail, zxids not strictly increasing (from ``info.prev``), or non-zero bytes after the end.
     A torn tail (only when ``may_be_torn``) is a damaged record with no valid record anywhere
     after it and only zeros past its claimed extent; it is reported in ``torn``, not raised.
+    In a recycled segment, "zeros" after the end read "no record valid under the seed": the
+    file's older contents lie there.
     """
     name = info.name
+    seed = info.seed
+    recycled = info.recycled
     n = len(data)
     mv = memoryview(data)
     unpack = REC_HEAD.unpack_from
@@ -169,7 +209,7 @@ def scan_segment(info: SegmentInfo, data: bytes, *, keep_after: int, may_be_torn
         if (
             magic != REC_MAGIC
             or end > n
-            or crc32(mv[body:end], crc32(mv[off : off + REC_HEAD.size]))
+            or crc32(mv[body:end], crc32(mv[off : off + REC_HEAD.size], seed))
             != u32(data, off + REC_HEAD.size)[0]
         ):
             damaged = True
@@ -185,16 +225,23 @@ def scan_segment(info: SegmentInfo, data: bytes, *, keep_after: int, may_be_torn
         last = z
         off = end
     else:
-        # Fewer bytes left than a record header: zeros are the end, anything else a short record.
-        damaged = not fsutil.is_zero(data, off)
+        # Fewer bytes left than a record header: zeros are the end, anything else a short record
+        # (in a recycled file, older contents: the last group left no room for a zero header).
+        damaged = not recycled and not fsutil.is_zero(data, off)
     if not damaged:
-        if not fsutil.is_zero(data, off):
+        if recycled:
+            later = any_valid_record_after(data, off, seed)
+            if later is not None:
+                raise CorruptionError(
+                    f"{name}: the log ends at offset {off} but a valid record follows at offset {later}"
+                )
+        elif not fsutil.is_zero(data, off):
             raise CorruptionError(f"{name}: non-zero bytes after the end of the log at offset {off}")
         return SegmentScan(info, txns, zxids, offsets, off, n, None)
     # A damaged record. Torn only if it is the last thing in the newest segment.
     if not may_be_torn:
         raise CorruptionError(f"{name}: bad record at offset {off} (checksum, magic or length)")
-    later = any_valid_record_after(data, off + 1)
+    later = any_valid_record_after(data, off + 1, seed)
     if later is not None:
         raise CorruptionError(
             f"{name}: bad record at offset {off} followed by a valid record at offset {later}"
@@ -202,7 +249,8 @@ def scan_segment(info: SegmentInfo, data: bytes, *, keep_after: int, may_be_torn
     if off + REC_HEADER_SIZE <= n:
         magic, length, *_ = unpack(data, off)
         claimed_end = off + REC_HEADER_SIZE + length
-        if magic == REC_MAGIC and claimed_end <= n and not fsutil.is_zero(data, claimed_end):
+        # (In a recycled file older contents past a torn record are expected, not damage.)
+        if magic == REC_MAGIC and claimed_end <= n and not recycled and not fsutil.is_zero(data, claimed_end):
             raise CorruptionError(
                 f"{name}: bad record at offset {off} followed by non-zero bytes at offset {claimed_end}"
             )
@@ -228,25 +276,44 @@ def read_segment(dirpath: str, info: SegmentInfo, *, keep_after: int, may_be_tor
 # Zero-fill the next segment in a background thread while the current one fills up, so a rollover
 # only writes a header and renames. Tests that count I/O calls turn it off for determinism.
 BACKGROUND_PREALLOCATION = True
-SPARE_NAME = "spare" + fsutil.TMP_SUFFIX
+SPARE_PREFIX = "spare."
+_SPARE = re.compile(r"^spare\.([0-9]+)\.tmp$")
+# Purged segments kept for reuse: a snapshot may purge two segments at once, and each saves the
+# zero-fill of a later one.
+MAX_RECYCLED = 2
+
+
+def is_spare(name: str) -> bool:
+    return _SPARE.match(name) is not None
+
+
+def spare_number(name: str) -> int:
+    m = _SPARE.match(name)
+    return int(m.group(1)) if m else -1
 
 
 class _Spare:
-    """A zero-filled file for the next segment, prepared by a daemon thread (one at a time,
-    started by the first group commit after a rollover or open).
+    """A file for a later segment: a purged segment renamed (``recycled``; up to
+    ``MAX_RECYCLED``, also the full-size spares found at open), or else one zero-filled file
+    prepared by a daemon thread when the active segment is half full and none is at hand.
 
     It carries no identity until a rollover writes a header into it and renames it, and its
     name ends in ``.tmp``, so a crash at any point leaves nothing recovery must understand.
     A failure here is not a storage failure: the rollover just makes the segment itself.
     """
 
-    def __init__(self, dirpath: str, size: int) -> None:
-        self.path = os.path.join(dirpath, SPARE_NAME)
+    def __init__(self, dirpath: str, slot: int, size: int, recycle: str | None = None) -> None:
+        self.path = os.path.join(dirpath, f"{SPARE_PREFIX}{slot}{fsutil.TMP_SUFFIX}")
         self.size = size
+        self.recycled = recycle is not None
         self._error: BaseException | None = None
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._fill, name="zabray-prealloc", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+        if recycle is not None:
+            os.rename(recycle, self.path)
+        else:
+            self._thread = threading.Thread(target=self._fill, name="zabray-prealloc", daemon=True)
+            self._thread.start()
 
     def _fill(self) -> None:
         try:
@@ -265,7 +332,8 @@ class _Spare:
 
     def take(self) -> str | None:
         """Wait for the file; its path when ready (the caller now owns it), else None."""
-        self._thread.join()
+        if self._thread is not None:
+            self._thread.join()
         if self._error is not None or self._stop.is_set():
             if self._error is not None:
                 log.warning("background preallocation failed: %s", self._error)
@@ -273,10 +341,13 @@ class _Spare:
             return None
         return self.path
 
-    def cancel(self) -> None:
+    def cancel(self, *, discard: bool = True) -> None:
+        """Stop filling; delete the file unless ``discard`` is False (then the next open reaps it)."""
         self._stop.set()
-        self._thread.join()
-        self._discard()
+        if self._thread is not None:
+            self._thread.join()
+        if discard:
+            self._discard()
 
     def _discard(self) -> None:
         try:
@@ -325,7 +396,9 @@ class TxnLog:
         segment_bytes: int,
         preallocate: bool,
         fsync: bool = True,
+        spares: Sequence[str] = (),
     ) -> None:
+        """``spares``: names of full-size spare files found at open (by ascending number)."""
         self.dir = dirpath
         self.fsync = fsync
         self.generation = generation
@@ -333,13 +406,19 @@ class TxnLog:
         self.segment_bytes = segment_bytes
         self.preallocate = preallocate
         self._active: _Active | None = None
-        self._spare: _Spare | None = None
+        self._spares: list[_Spare] = []  # recycled ones first, then at most one being filled
+        self._slots = 0  # spare files are named by a counter
+        for name in spares:  # renamed to slots 1, 2, ...: never onto one not yet taken
+            self._spares.append(
+                _Spare(dirpath, self._next_slot(), segment_bytes, recycle=os.path.join(dirpath, name))
+            )
         self.tail: Zxid = base if not segments else (last.tail if last else segments[-1].prev)
         if last is not None:
             self._active = self._open_active(last)
         # Pending (volatile) changes: one truncation of the durable log, then encoded records.
         self._pending_trunc: Zxid | None = None
         self._parts: list[bytes] = []  # two per buffered record: header (with crc), value
+        self._seed = self._active.info.seed if self._active is not None else 0  # of _parts' checksums
         self._zxids: list[int] = []
         self._size = 0  # bytes in _parts
         self._bound: int = max(self.tail, floor)
@@ -355,7 +434,7 @@ class TxnLog:
         return len(self._zxids)
 
     def append(self, txns: Sequence[Txn]) -> None:
-        self._size += encode_txns(txns, self._bound, self._parts, self._zxids)
+        self._size += encode_txns(txns, self._bound, self._parts, self._zxids, self._seed)
         if self._zxids:
             self._bound = self._zxids[-1]
 
@@ -395,7 +474,14 @@ class TxnLog:
         act = self._active
         if act is None or act.end + size > act.capacity:
             act = self._roll(size)
-        fsutil.write_parts(act.fd, self._parts, size, act.end)
+        if act.info.seed != self._seed:  # encoded for the segment before a rollover or cut
+            reseed(self._parts, act.info.seed)
+            self._seed = act.info.seed
+        if act.info.recycled and act.end + size + REC_HEADER_SIZE <= act.capacity:
+            # Mark the end: past it lie the file's older records (which fail under this seed).
+            fsutil.write_parts(act.fd, [*self._parts, ZERO_HEADER], size + REC_HEADER_SIZE, act.end)
+        else:
+            fsutil.write_parts(act.fd, self._parts, size, act.end)
         if self.fsync:  # False only when the operator chose speed over durability
             os.fdatasync(act.fd)
         act.cp_zxids.append(self._zxids[0])
@@ -403,9 +489,11 @@ class TxnLog:
         act.end += size
         act.tail = self.tail = Zxid(self._zxids[-1])
         self._parts, self._zxids, self._size = [], [], 0
-        if self._spare is None and self.preallocate and BACKGROUND_PREALLOCATION:
-            # Start on the next segment now, so it has the whole life of this one to get ready.
-            self._spare = _Spare(self.dir, self.segment_bytes)
+        if not self._spares and self.preallocate and BACKGROUND_PREALLOCATION and 2 * act.end >= act.capacity:
+            # No purged segment to recycle yet: zero-fill one for the next rollover. Not before
+            # this one is half full, since a snapshot's purge would make the zero-fill (as many
+            # bytes again as the log writes) wasted work; half a segment is ample time for it.
+            self._spares.append(_Spare(self.dir, self._next_slot(), self.segment_bytes))
 
     def _cut(self, zxid: Zxid) -> None:
         """Durably drop records after ``zxid`` (which is below the durable tail).
@@ -439,7 +527,7 @@ class TxnLog:
             else:
                 start = act.cp_offsets[k - 1]
                 stop = act.cp_offsets[k] if k < len(act.cp_offsets) else act.end
-                rel, last = first_after(os.pread(act.fd, stop - start, start), zxid)
+                rel, last = first_after(os.pread(act.fd, stop - start, start), zxid, act.info.seed)
                 cut, tail = start + rel, Zxid(last) if last is not None else act.info.prev
             os.ftruncate(act.fd, cut)
             os.fsync(act.fd)
@@ -483,27 +571,36 @@ class TxnLog:
     def _roll(self, nbytes: int) -> _Active:
         """Create the next segment (complete and durable before it is visible) and make it active."""
         seq = self.segments[-1].seq + 1 if self.segments else 0
-        info = SegmentInfo(
-            self.generation, seq, self.tail, segment_name(self.generation, seq), self.preallocate
-        )
         need = SEG_HEADER_SIZE + nbytes
         capacity = self.segment_bytes if need <= self.segment_bytes else (need + _PAGE - 1) // _PAGE * _PAGE
-        path = os.path.join(self.dir, info.name)
-        tmp = path + fsutil.TMP_SUFFIX
-        spare, self._spare = self._spare, None
         ready = None
-        if spare is not None:
-            if spare.size == capacity and self.preallocate:
-                ready = spare.take()
-            else:
-                spare.cancel()
+        recycled = False
+        if self._spares and capacity == self.segment_bytes:  # an oversized one leaves them be
+            spare = self._spares.pop(0)
+            ready = spare.take()
+            recycled = ready is not None and spare.recycled
+        info = SegmentInfo(
+            self.generation,
+            seq,
+            self.tail,
+            segment_name(self.generation, seq),
+            self.preallocate,
+            new_seed(),
+            recycled,
+        )
+        path = os.path.join(self.dir, info.name)
         if ready is not None:
             tmp = ready
             fd = os.open(tmp, os.O_RDWR)
         else:
+            tmp = path + fsutil.TMP_SUFFIX
             fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            fsutil.pwrite_all(fd, encode_segment_header(self.generation, seq, self.tail, self.preallocate), 0)
+            header = encode_segment_header(
+                self.generation, seq, self.tail, self.preallocate, info.seed, recycled
+            )
+            # A recycled file's first record slot holds an older record: mark it as the end.
+            fsutil.pwrite_all(fd, header + ZERO_HEADER if recycled else header, 0)
             if self.preallocate and ready is None:
                 fsutil.zero_fill(fd, SEG_HEADER_SIZE, capacity)
             os.fsync(fd)
@@ -531,13 +628,33 @@ class TxnLog:
         Segment i holds only records <= segments[i+1].prev. Deleting from the oldest keeps a
         suffix; the caller fsyncs the directory once (order does not matter: an undeleted old
         segment is merely unused, because recovery starts at the segment a snapshot needs).
+        Up to ``MAX_RECYCLED`` full-size preallocated segments are renamed to spares for later
+        rollovers instead, so the log does not zero-fill new files while it throws these away.
         """
         removed = []
         while len(self.segments) > 1 and self.segments[1].prev <= keep_from:
             seg = self.segments.pop(0)
-            os.unlink(os.path.join(self.dir, seg.name))
+            path = os.path.join(self.dir, seg.name)
+            if self._recyclable(seg, path):
+                for filling in [sp for sp in self._spares if not sp.recycled]:
+                    filling.cancel()  # a zero-fill under way is no longer needed
+                kept = [sp for sp in self._spares if sp.recycled]
+                self._spares = [*kept, _Spare(self.dir, self._next_slot(), self.segment_bytes, recycle=path)]
+            else:
+                os.unlink(path)
             removed.append(seg.name)
         return removed
+
+    def _recyclable(self, seg: SegmentInfo, path: str) -> bool:
+        if not (self.preallocate and seg.preallocated):
+            return False
+        if sum(sp.recycled for sp in self._spares) >= MAX_RECYCLED:
+            return False
+        return os.stat(path).st_size == self.segment_bytes
+
+    def _next_slot(self) -> int:
+        self._slots += 1
+        return self._slots
 
     def reset(self, generation: int, base: Zxid) -> list[SegmentInfo]:
         """Start an empty log of a new generation after ``base``; returns the old segments."""
@@ -550,9 +667,9 @@ class TxnLog:
         return old
 
     def close(self) -> None:
-        spare, self._spare = self._spare, None
-        if spare is not None:
-            spare.cancel()
+        spares, self._spares = self._spares, []
+        for spare in spares:
+            spare.cancel(discard=False)  # closing does no I/O that could fail; open reaps them
         self._close_active()
 
     def _close_active(self) -> None:

@@ -576,7 +576,12 @@ class PowerCut:
         def undo() -> None:
             with open(p, "wb") as f:
                 f.write(data)
-            self.alias[old_ino] = os.stat(p).st_ino
+            new = os.stat(p).st_ino
+            # The file system may hand out a freed inode number again: a live file's number no
+            # longer stands for the dead file that had it (which would make a cycle of aliases).
+            self.alias.pop(new, None)
+            if new != old_ino:
+                self.alias[old_ino] = new
 
         self.dir_ops.append(undo)
 

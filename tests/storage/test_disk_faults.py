@@ -35,9 +35,14 @@ from zabray.protocol.zxid import Zxid
 
 OPTS = dict(keep_snapshots=2, segment_bytes=1024)
 GROW = dict(OPTS, preallocate=False)  # segments that grow with each write instead
+# Snapshots often enough that purged segments are recycled as later ones, rolled into and cut.
+RECYCLE = dict(keep_snapshots=1, segment_bytes=1024)
+RECYCLE_SEEDS = (24, 28)
 
 
 def opts_for(seed: int) -> dict:
+    if seed in RECYCLE_SEEDS:
+        return RECYCLE
     return GROW if seed >= 6 else OPTS
 
 
@@ -52,7 +57,10 @@ def fast_sync(monkeypatch):  # type: ignore[no-untyped-def]
 
 
 def workload(seed: int) -> tuple[list[Op], list[Model]]:
-    ops = gen_ops(random.Random(seed), Model(), 24, max_batch=6, max_value=300, max_snap=1500, p_truncate=0.5)
+    if seed in RECYCLE_SEEDS:
+        ops = gen_ops(random.Random(seed), Model(), 30, max_batch=6, max_value=300, max_snap=600, p_truncate=0.3)
+    else:
+        ops = gen_ops(random.Random(seed), Model(), 24, max_batch=6, max_value=300, max_snap=1500, p_truncate=0.5)
     models = [Model()]
     for op in ops:
         models.append(apply_model(models[-1], op))
@@ -106,6 +114,29 @@ def check_reopen(path: str, ops: list[Op], models: list[Model], j: int, what: st
         assert st2.txns[:-1] == st.txns
 
 
+def recycled_rolls(tmp_path, ops: list[Op], opts: dict) -> int:
+    """How many segments the workload makes from recycled files."""
+    d = str(tmp_path / "recycled")
+    seen = set()
+    real_roll = txnlog.TxnLog._roll
+
+    def roll(log: txnlog.TxnLog, nbytes: int) -> txnlog._Active:
+        act = real_roll(log, nbytes)
+        if act.info.recycled:
+            seen.add((log.generation, act.info.seq))
+        return act
+
+    txnlog.TxnLog._roll = roll  # type: ignore[method-assign]
+    try:
+        j, err, store = run(d, ops, None, opts)
+    finally:
+        txnlog.TxnLog._roll = real_roll  # type: ignore[method-assign]
+    assert err is None, err
+    store.close()
+    shutil.rmtree(d)
+    return len(seen)
+
+
 def count_points(tmp_path, ops: list[Op], opts: dict = OPTS) -> int:
     d = str(tmp_path / "count")
     inj = Injector(os.path.abspath(d))
@@ -116,7 +147,8 @@ def count_points(tmp_path, ops: list[Op], opts: dict = OPTS) -> int:
     return inj.count
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3, 6, 7])  # 6, 7: growing (not preallocated) segments
+# 6, 7: growing (not preallocated) segments; 24, 28: recycled segments (checked below)
+@pytest.mark.parametrize("seed", [1, 2, 3, 6, 7, *RECYCLE_SEEDS])
 @pytest.mark.parametrize("action", ["crash", "powercut", "error"])
 def test_fault_at_every_point(tmp_path, fast_sync, seed, action):
     ops, models = workload(seed)
@@ -126,6 +158,8 @@ def test_fault_at_every_point(tmp_path, fast_sync, seed, action):
     )
     n = count_points(tmp_path, ops, opts)
     assert n > 50
+    if seed in RECYCLE_SEEDS:
+        assert recycled_rolls(tmp_path, ops, opts) >= 2, "the workload no longer recycles segments"
     rng = random.Random(seed * 1000 + len(action))
     for k in range(n):
         d = str(tmp_path / f"{action}{k}")

@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from storage import DiskStore, epochs, snapshots
+from storage import DiskStore, epochs, snapshots, txnlog
 from storage.txnlog import SEG_HEADER_SIZE, decode_segment_header
 from zabray.errors import CorruptionError, FormatVersionError
 from zabray.protocol.messages import Txn
@@ -46,7 +46,7 @@ def _store(path: str) -> list[str]:
         s.save_snapshot(Zxid.of(2, 10), b"state")
         s.append([Txn(Zxid.of(2, 30), b"w")])
         s.sync()
-    return sorted(n for n in os.listdir(path) if n != "LOCK")
+    return sorted(n for n in os.listdir(path) if n != "LOCK" and not txnlog.is_spare(n))
 
 
 def _snapshot_file(path: str) -> snapshots.SnapshotFile:
