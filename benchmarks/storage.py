@@ -13,6 +13,7 @@ For each group size N (1, 10, 100, 1000 records of 1 KiB per fsync):
              After each segment's worth of writes the store saves a snapshot (untimed, as a
              replica's snapshots are its own work), which purges the log: steady state, where
              purged segments are recycled as new ones instead of new files being zero-filled.
+             Timing starts after three segments' worth of untimed warm-up writes.
 
 A shared disk's fsync rate can swing several-fold within seconds, so raw and DiskStore are
 measured in alternation, one group commit each in turn, until each side has had S seconds of
@@ -91,10 +92,15 @@ class StoreRun:
         self._warm()
 
     def _warm(self) -> None:
-        # An untimed sync creates the first segment, as the raw file is prefilled untimed.
-        self.counter += 1
-        self.store.append([Txn(Zxid.of(self.epoch, self.counter), self.value)])
-        self.store.sync()
+        """Untimed, as the raw file is prefilled untimed: three segments' worth of writes and
+        snapshots, so that timing starts in the steady state, with purged segments to recycle
+        (a new store zero-fills its first segments)."""
+        group, self.group = self.group, 1000
+        total = 0
+        while total < 3 * self.segment_bytes:
+            self.one()
+            total += self.group * RECORD
+        self.group = group
 
     def one(self) -> tuple[float, float]:
         """One group commit of ``group`` records; returns the seconds append and sync took."""
