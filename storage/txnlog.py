@@ -119,7 +119,8 @@ def encode_segment_header(
 
 
 def new_seed() -> int:
-    """A fresh segment's seed: random, so no older file's records can pass under it."""
+    """A fresh segment's seed: random, so an older file's record checks out under it only by a
+    2^-32 chance (and recovery reads past the end only after a torn write)."""
     return int.from_bytes(os.urandom(4), "little")
 
 
