@@ -619,7 +619,7 @@ class TxnLog:
             info.name,
             fmt(self.tail),
             capacity,
-            ", zero-filled in the background" if ready else "",
+            ", a recycled file" if recycled else ", zero-filled in the background" if ready else "",
         )
         return self._active
 
