@@ -27,7 +27,14 @@ from typing import Any
 from storage import epochs, recovery, snapshots
 from storage.disk import CORRUPT_SUFFIX, LOCK_FILE
 from storage.fsutil import TMP_SUFFIX, read_file
-from storage.txnlog import SegmentInfo, is_spare, parse_segment_name, read_segment, read_segment_header
+from storage.txnlog import (
+    SegmentInfo,
+    is_spare,
+    parse_segment_name,
+    read_segment,
+    read_segment_header,
+    spare_number,
+)
 from zabray.errors import ConfigError, CorruptionError, StorageError
 from zabray.protocol.zxid import Zxid, fmt
 from zabray.trace import digest
@@ -110,6 +117,8 @@ class DiskView:
     """(segment, offset) of a torn last record that the replica will cut off at its next start."""
     leftovers: tuple[str, ...]
     """Files the replica ignores or removes at open: temp files, damaged snapshots set aside."""
+    spares: tuple[str, ...] = ()
+    """Files kept to become later log segments (purged segments, or one being zero-filled)."""
 
     def not_known_committed(self) -> tuple[LogEntry, ...]:
         """The log's tail past ``committed_through``: durable, but the disk cannot say whether committed."""
@@ -122,7 +131,7 @@ class DiskView:
             "accepted_leader": self.accepted_leader, "current_epoch": self.current_epoch,
             "generation": self.generation, "committed_through": fmt(self.committed_through),
             "last_zxid": fmt(self.last_zxid), "torn_at": list(self.torn_at) if self.torn_at else None,
-            "leftovers": list(self.leftovers),
+            "leftovers": list(self.leftovers), "spares": list(self.spares),
             "snapshots": [{"name": s.name, "generation": s.generation, "zxid": fmt(s.zxid), "zxid_int": int(s.zxid),
                            "size": s.size, "problem": s.problem, "stale": s.stale} for s in self.snapshots],
             "segments": [{"name": s.name, "seq": s.seq, "prev": fmt(s.prev), "size": s.size, "records": s.records,
@@ -210,6 +219,7 @@ def _read(store: str, replica: str | None) -> DiskView:
         accepted_leader=state.accepted_leader, current_epoch=state.current_epoch, generation=rec.generation,
         snapshots=tuple(snaps), segments=tuple(segments), log=tuple(entries), committed_through=committed,
         last_zxid=max(committed, entries[-1].zxid) if entries else committed, torn_at=torn, leftovers=leftovers,
+        spares=tuple(sorted((n for n in names if is_spare(n)), key=spare_number)),
     )
 
 

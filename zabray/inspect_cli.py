@@ -94,6 +94,8 @@ def render(view: DiskView, sid: int, tail: int) -> list[str]:
         out.append(f"torn last record in {view.torn_at[0]} at offset {view.torn_at[1]}: cut off at the next start")
     if view.leftovers:
         out.append("ignored by recovery: " + ", ".join(view.leftovers))
+    if view.spares:
+        out.append("kept to become later log segments: " + ", ".join(view.spares))
     shown = log[len(log) - tail:] if tail else ()
     if shown:
         out.append(f"last {len(shown)} txn(s):")

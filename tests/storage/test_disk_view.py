@@ -17,6 +17,7 @@ from storage import DiskStore
 from storage.diskview import read_disk
 from storage.txnlog import SEG_HEADER_SIZE
 from zabray.errors import ConfigError, CorruptionError
+from zabray.inspect_cli import render
 from zabray.protocol.messages import Txn
 from zabray.protocol.zxid import Zxid
 from zabray.trace import digest
@@ -70,6 +71,10 @@ def test_the_view_is_what_the_replica_recovers_and_leaves_every_byte_alone(tmp_p
     assert all(s.problem is None and not s.stale and s.size > 0 for s in view.snapshots)
     assert view.committed_through == snap == Zxid.of(2, 20)
     assert view.last_zxid == txns[-1].zxid and view.torn_at is None and view.leftovers == ()
+    # Files kept to become later segments are listed as such, not as leftovers.
+    on_disk = sorted(n for n in os.listdir(tmp_path / "store") if n.startswith("spare."))
+    assert on_disk and list(view.spares) == on_disk and view.to_dict()["spares"] == on_disk
+    assert "kept to become later log segments: " + ", ".join(on_disk) in render(view, 1, 4)
     # Every logged record the purge kept, each with the trace's digest, in zxid order.
     by_zxid = {t.zxid: t for t in txns}
     assert view.log and [e.zxid for e in view.log] == sorted(e.zxid for e in view.log)
