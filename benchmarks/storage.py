@@ -171,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     base = tempfile.mkdtemp(prefix="zabray-bench-", dir=args.dir)
     try:
         print(
-            f"disk: {os.path.abspath(base)}   record: {RECORD} B   {args.seconds:g} s per side per group size"
+            f"disk: {os.path.abspath(base)}   record: {RECORD} B   {args.seconds:g} s per side per group size\n"
+            f"DiskStore: fsync on, preallocated segments of {args.segment_mb} MiB, keep_snapshots=1, a snapshot "
+            "after each segment's worth of writes (purged segments recycled), 3 segments of warm-up"
         )
         rows = []
         for group in GROUPS:
