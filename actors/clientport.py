@@ -30,7 +30,7 @@ class ClientConn(BatchingProtocol):
     """One client connection: a handshake frame, then pipelined requests answered out of order."""
 
     def __init__(self, server: ReplicaServer) -> None:
-        super().__init__()
+        super().__init__(server.outbox)
         self.server = server
         self.decoder = FrameDecoder()
         self.greeted = False
@@ -48,6 +48,10 @@ class ClientConn(BatchingProtocol):
         self.server.service.conn_lost(self)
 
     def data_received(self, data: bytes) -> None:
+        self._received(data)
+        self.server.outbox.flush()  # replies (and a leader's PROPOSALs) leave now, not next turn
+
+    def _received(self, data: bytes) -> None:
         try:
             for payload in self.decoder.feed(data):
                 if not self.greeted:

@@ -16,6 +16,7 @@ import socket
 from typing import Any, Protocol, cast
 
 from zabray.auth import Acceptor, Connector
+from zabray.batching import Outbox
 from zabray.errors import CodecError
 from zabray.framing import FrameDecoder, FrameEncoder, Handshake
 from zabray.protocol.codec import decode
@@ -51,6 +52,7 @@ class ConnOwner(Protocol):
     loop: asyncio.AbstractEventLoop
     stats: dict[str, int]
     max_frame: int
+    outbox: Outbox
 
     def emit(self, event: Event) -> None: ...
     def conn_accepted(self, conn: PeerConn) -> None: ...
@@ -129,6 +131,12 @@ class PeerConn(asyncio.Protocol):
             self.flush()
 
     def data_received(self, data: bytes) -> None:
+        self._received(data)
+        # What the frames' handling queued, on any connection, leaves now rather than at the
+        # next loop turn (after other sockets' reads): a PROPOSAL or an ACK does not wait.
+        self.owner.outbox.flush()
+
+    def _received(self, data: bytes) -> None:
         if self.closed:
             return
         owner = self.owner
@@ -215,7 +223,7 @@ class PeerConn(asyncio.Protocol):
     def schedule_flush(self) -> None:
         if not self.flush_scheduled:
             self.flush_scheduled = True
-            self.owner.loop.call_soon(self.flush)
+            self.owner.outbox.add(self)
 
     def flush(self) -> None:
         """Write everything queued in one ``write``; a no-op until connected or while paused."""

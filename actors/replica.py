@@ -35,6 +35,7 @@ from storage.disk import DiskStore
 from storage.fsutil import atomic_write, read_file
 from zabray import tls, trace
 from zabray.auth import AuthFailed, Secret
+from zabray.batching import Outbox
 from zabray.config import EnsembleConfig
 from zabray.errors import StorageError, ZabError
 from zabray.holds import HeldMessage, HoldPattern
@@ -121,6 +122,10 @@ class ReplicaServer(FaultHooks):
         self._pq: list[Persist] = []
         self._flushing = False
         self._flush_scheduled = False
+        # Peer channels and client connections, written when the callback that queued frames
+        # returns; then the group commit waiting for its turn starts (a leader's PROPOSALs are
+        # on the wire before its own fdatasync, as with the call_soon below).
+        self.outbox = Outbox(then=self._sync_now)
         self._io = ThreadPoolExecutor(1, thread_name_prefix=f"zab-io-{sid}")
         self._tasks: list[asyncio.Task[None]] = []
         self._client_server: asyncio.base_events.Server | None = None
@@ -161,7 +166,7 @@ class ReplicaServer(FaultHooks):
         qport = self.cfg.quorum_port + self.sid if self.cfg.quorum_port else 0
         self.transport = PeerTransport(self.ensemble, self.sid, self._step, host=self.cfg.host, port=qport,
                                        secret=self.secret, ssl_server=tls.server_context(self.cfg),
-                                       ssl_client=tls.client_context(self.cfg))
+                                       ssl_client=tls.client_context(self.cfg), outbox=self.outbox)
         qport = await self.transport.start()
         cport = self.cfg.client_port + self.sid if self.cfg.client_port else 0
         client_ssl = tls.server_context(self.cfg, require_client_cert=self.cfg.tls_client_certs)
@@ -223,6 +228,7 @@ class ReplicaServer(FaultHooks):
             node = self.node
             if node is not None and self.fatal is None:
                 self._run(self.service.tick(*_role(node)))
+            self.outbox.flush()
             n += 1
             if self._trace is not None and n % 25 == 0:
                 self._trace.flush()
@@ -338,6 +344,10 @@ class ReplicaServer(FaultHooks):
             raise StorageError("injected fault: fdatasync failed (EIO)")
         return apply_persists(self.store, batch)
 
+    def _sync_now(self) -> None:
+        if self._flush_scheduled:
+            self._flush()
+
     def _flush(self) -> None:
         """Group commit: everything persisted since the last flush, one fdatasync."""
         self._flush_scheduled = False
@@ -389,6 +399,7 @@ class ReplicaServer(FaultHooks):
         self._step(Persisted(upto))
         if self._pq:
             self._flush()
+        self.outbox.flush()  # the ACKs (or a leader's COMMITs and replies) this sync released
 
     def _delivered(self) -> None:
         self.stats["delivered"] += 1

@@ -51,6 +51,7 @@ from actors.peer_conn import (
     PeerConn,
 )
 from zabray.auth import PEER, Acceptor, AuthFailed, Connector, Secret
+from zabray.batching import Outbox
 from zabray.errors import CodecError, ConfigError
 from zabray.framing import (
     DEFAULT_MAX_FRAME,
@@ -90,6 +91,7 @@ class PeerTransport:
         secret: Secret | None = None,
         ssl_server: ssl.SSLContext | None = None,
         ssl_client: ssl.SSLContext | None = None,
+        outbox: Outbox | None = None,
     ) -> None:
         if not isinstance(ensemble, str) or not ensemble:
             raise ConfigError("ensemble must be a non-empty string")
@@ -107,6 +109,7 @@ class PeerTransport:
         self.ssl_client = ssl_client
         self._auth_logged: set[str] = set()  # peer hosts already logged for a failed proof
         self._on_event = on_event
+        self.outbox = outbox if outbox is not None else Outbox()  # shared with the replica's client ports
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by start()
         self._server: asyncio.base_events.Server | None = None
         self._addrs: dict[int, tuple[str, int]] = {}

@@ -55,6 +55,10 @@ class ZkClientConn(asyncio.Protocol):
         self.server.service.conn_lost(self)
 
     def data_received(self, data: bytes) -> None:
+        self._received(data)
+        self.server.outbox.flush()  # replies (and a leader's PROPOSALs) leave now, not next turn
+
+    def _received(self, data: bytes) -> None:
         wire = self.wire
         if wire is None or self.transport is None:
             return
@@ -102,9 +106,9 @@ class ZkClientConn(asyncio.Protocol):
         self._out += data
         if not self._flush_pending:
             self._flush_pending = True
-            asyncio.get_running_loop().call_soon(self._flush)
+            self.server.outbox.add(self)
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
         self._flush_pending = False
         t = self.transport
         if t is None:
@@ -121,7 +125,7 @@ class ZkClientConn(asyncio.Protocol):
         self._close_after_flush = True
         if not self._flush_pending:
             self._flush_pending = True
-            asyncio.get_running_loop().call_soon(self._flush)
+            self.server.outbox.add(self)
 
     def hang_up(self) -> None:
         """The service ends this connection: what was already written still goes out."""

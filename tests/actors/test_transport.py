@@ -207,6 +207,41 @@ def test_two_transports_fifo_both_ways() -> None:
     run(body)
 
 
+def test_an_answer_queued_while_handling_a_read_is_written_before_the_read_returns() -> None:
+    """What handling received frames queues leaves when that socket callback returns, not at a
+    later loop turn (after other sockets' reads): the one-request latency depends on it."""
+
+    async def body() -> None:
+        leader, learner = await cluster(1, 2)
+        ch = ChannelId(learner=2, leader=1, incarnation=1, iteration=1)
+        seen: list[tuple[int, int]] = []  # (frames still queued, writes) right after each read
+
+        def lead(ev: Event) -> None:
+            if isinstance(ev, Received) and isinstance(ev.msg, Ack):
+                leader.t.send(ch, Commit(ev.msg.zxid))
+
+        leader.on_event = lead
+        learner.t.open(ch)
+        learner.t.send(ch, FollowerInfo(sid=2, accepted_epoch=0, last_zxid=0))
+        await leader.until(lambda: ch in leader.t._channels, what="the channel")
+        conn = leader.t._channels[ch]
+        read = conn.data_received
+
+        def spy(data: bytes) -> None:
+            read(data)
+            seen.append((len(conn.out), leader.t.stats["writes"]))
+
+        conn.data_received = spy  # type: ignore[method-assign]
+        for i in range(1, 4):
+            learner.t.send(ch, Ack(Zxid.of(1, i)))
+            await learner.until(lambda i=i: Commit(Zxid.of(1, i)) in learner.received(ch), what=f"commit {i}")
+        assert seen and all(queued == 0 for queued, _ in seen)
+        assert [w for _, w in seen] == sorted({w for _, w in seen})  # each read wrote its answer
+        await stop_all(leader, learner)
+
+    run(body)
+
+
 def test_three_transports_interleaved_channels() -> None:
     async def body() -> None:
         leader, a, b = await cluster(1, 2, 3)
