@@ -140,6 +140,7 @@ class ReplicaServer(FaultHooks):
         self.zk: ZooKeeperService | None = (ZooKeeperService(sid, self.stats, config)
                                             if config.service == "zookeeper" else None)
         self.service: HostedService = self.zk if self.zk is not None else BroadcastService(self.stats)
+        self._service_role = (False, False)  # (serving, leading) as the service last heard it
         self.metrics = ReplicaMetrics(ensemble, sid)
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -323,7 +324,12 @@ class ReplicaServer(FaultHooks):
             # write starts (the two proceed in parallel; its own ACK still waits for the sync).
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
-        self._events.extend(self.service.core(for_service, *_role(self.node)))
+        role = _role(self.node)
+        if for_service or role != self._service_role:
+            # A step with nothing for the service and no role change is nothing to it: the
+            # service would only end an empty step (2 us, several times per write).
+            self._service_role = role
+            self._events.extend(self.service.core(for_service, *role))
 
     # -- injected faults --------------------------------------------------------------------------
 

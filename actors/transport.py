@@ -110,6 +110,8 @@ class PeerTransport:
         self._auth_logged: set[str] = set()  # peer hosts already logged for a failed proof
         self._on_event = on_event
         self.outbox = outbox if outbox is not None else Outbox()  # shared with the replica's client ports
+        self._last_msg: Message | None = None  # messages are immutable: encode each once
+        self._last_payload = b""
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by start()
         self._server: asyncio.base_events.Server | None = None
         self._addrs: dict[int, tuple[str, int]] = {}
@@ -255,7 +257,10 @@ class PeerTransport:
         if type(msg) not in allowed:
             raise ConfigError(f"{type(msg).__name__} cannot be sent on {channel} by sid {self.sid}")
         try:
-            conn.out.add_payload(encode(msg))
+            if msg is not self._last_msg:  # a leader sends each PROPOSAL/COMMIT to every learner
+                self._last_payload = encode(msg)
+                self._last_msg = msg
+            conn.out.add_payload(self._last_payload)
         except CodecError as e:  # too large: the stream cannot stay a complete prefix, so end it
             log.error(
                 "sid %s: cannot send %s on %s: %s; closing it", self.sid, type(msg).__name__, channel, e
