@@ -123,9 +123,10 @@ class ReplicaServer(FaultHooks):
         self._flushing = False
         self._flush_scheduled = False
         # Peer channels and client connections, written when the callback that queued frames
-        # returns; then the group commit waiting for its turn starts (a leader's PROPOSALs are
-        # on the wire before its own fdatasync, as with the call_soon below).
-        self.outbox = Outbox(then=self._sync_now)
+        # returns, after the trace rows of that callback reach the kernel; then the group
+        # commit waiting for its turn starts (a leader's PROPOSALs are on the wire before its
+        # own fdatasync, as with the call_soon below).
+        self.outbox = Outbox(then=self._sync_now, before=self._trace_out)
         self._io = ThreadPoolExecutor(1, thread_name_prefix=f"zab-io-{sid}")
         self._tasks: list[asyncio.Task[None]] = []
         self._client_server: asyncio.base_events.Server | None = None
@@ -137,6 +138,7 @@ class ReplicaServer(FaultHooks):
         self.faults = ReplicaFaults(crash_points, sid, holds)
         self.trace_msgs = False
         self._dying = False
+        self._stopped = False  # stop() began: no group commit starts or releases anything
         self.zk: ZooKeeperService | None = (ZooKeeperService(sid, self.stats, config)
                                             if config.service == "zookeeper" else None)
         self.service: HostedService = self.zk if self.zk is not None else BroadcastService(self.stats)
@@ -199,6 +201,7 @@ class ReplicaServer(FaultHooks):
             z.close()
 
     async def stop(self) -> None:
+        self._stopped = True
         for t in self._tasks:
             t.cancel()
         self._close_clients()
@@ -208,6 +211,14 @@ class ReplicaServer(FaultHooks):
             self._trace.close()
             self._trace = None
         self._io.shutdown(wait=True)
+
+    def _trace_out(self) -> None:
+        """Hand buffered trace rows to the kernel: a frame never leaves ahead of the rows that
+        record it, so a replica killed right after a PROPOSAL (or a reply) left does not leave
+        a trace in which nobody proposed (or delivered) it."""
+        t = self._trace
+        if t is not None and t.pending:
+            t.flush()
 
     def _die(self, why: str) -> None:
         """Stop serving for good: the replica must not act on state it cannot trust."""
@@ -357,7 +368,7 @@ class ReplicaServer(FaultHooks):
     def _flush(self) -> None:
         """Group commit: everything persisted since the last flush, one fdatasync."""
         self._flush_scheduled = False
-        if self._flushing or not self._pq or self.fatal is not None:
+        if self._flushing or not self._pq or self.fatal is not None or self._stopped:
             return
         batch, self._pq = self._pq, []
         if self.faults.crash is not None:
@@ -389,6 +400,8 @@ class ReplicaServer(FaultHooks):
 
     def _flushed(self, fut: concurrent.futures.Future[int], batch: list[Persist]) -> None:
         self._flushing = False
+        if self._stopped:
+            return  # the IO thread is shut down, the trace closed: nothing more to release
         n = len(batch)
         try:
             upto = fut.result()

@@ -25,15 +25,21 @@ class Flushable(Protocol):
 
 class Outbox:
     """The connections with frames queued since the last ``flush``; each is added once (the
-    connection keeps its own "queued" flag and clears it in its ``flush``). ``then`` runs after
-    every flush: a replica starts its pending group commit there, once its frames are written."""
+    connection keeps its own "queued" flag and clears it in its ``flush``).
 
-    __slots__ = ("_dirty", "_scheduled", "_then")
+    ``before`` runs ahead of writing any frame: a replica hands its trace rows to the kernel
+    there, so no frame is on the wire before the rows that record what it says (a replica killed
+    right after a PROPOSAL left must not leave a trace in which nobody proposed it). ``then``
+    runs after every flush: a replica starts its pending group commit there, once its frames
+    are written."""
 
-    def __init__(self, then: Callable[[], None] | None = None) -> None:
+    __slots__ = ("_before", "_dirty", "_scheduled", "_then")
+
+    def __init__(self, then: Callable[[], None] | None = None, before: Callable[[], None] | None = None) -> None:
         self._dirty: list[Flushable] = []
         self._scheduled = False
         self._then = then
+        self._before = before
 
     def add(self, conn: Flushable) -> None:
         self._dirty.append(conn)
@@ -48,6 +54,8 @@ class Outbox:
     def flush(self) -> None:
         """Write what every queued connection holds, now."""
         while self._dirty:
+            if self._before is not None:
+                self._before()
             dirty, self._dirty = self._dirty, []
             for conn in dirty:
                 conn.flush()

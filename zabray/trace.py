@@ -211,9 +211,10 @@ class TraceWriter:
     Promptly matters: a replica killed with rows in a userspace buffer would leave a trace that
     says less than its messages did (a txn delivered elsewhere that "nobody proposed"). On an
     asyncio loop the buffer is flushed once per loop turn, by a callback scheduled when the
-    turn's first row is written, so ahead of the socket flushes the same actions schedule after
-    it; without a loop every row is flushed at once. Rows are not fsynced: a trace is evidence,
-    not state, and a killed process leaves the page cache behind.
+    turn's first row is written, and by the owner before it writes any frame (``pending``
+    says whether there is anything to flush); without a loop every row is flushed at once.
+    Rows are not fsynced: a trace is evidence, not state, and a killed process leaves the page
+    cache behind.
 
     Within a loop turn, propose (or deliver) records of consecutive zxids become one run row
     (``digests``, see ``expand``): under load a turn delivers dozens of txns, and one row for
@@ -292,6 +293,11 @@ class TraceWriter:
             joined = '","'.join(digests)
             self._fh.write(f'{self._head}{self._run_t!r},"epoch":{self._run_epoch},"zxid":{self._run_zxid},'
                            f'"digests":["{joined}"],"kind":"{kind}"}}\n')
+
+    @property
+    def pending(self) -> bool:
+        """Rows are buffered that the kernel has not been handed yet (only ever on a loop)."""
+        return self._scheduled
 
     def flush(self) -> None:
         self._scheduled = False

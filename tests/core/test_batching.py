@@ -1,6 +1,7 @@
 """The outbox every replica connection shares: what is queued leaves on ``flush`` (a callback's
 end), or at the next loop turn when nobody flushes; each connection once, in order, and the
-owner's ``then`` (a replica's pending group commit) only after the frames are written."""
+owner's ``before`` (a replica's trace rows to the kernel) ahead of any frame, and its ``then``
+(a replica's pending group commit) only after the frames are written."""
 
 from __future__ import annotations
 
@@ -25,18 +26,18 @@ class Conn:
         self.log.append(self.name)
 
 
-def test_flush_writes_each_connection_once_in_order_then_runs_the_hook() -> None:
+def test_flush_writes_each_connection_once_in_order_between_the_hooks() -> None:
     async def body() -> None:
         log: list[str] = []
-        box = Outbox(then=lambda: log.append("then"))
+        box = Outbox(then=lambda: log.append("then"), before=lambda: log.append("before"))
         a, b = Conn("a", log), Conn("b", log)
         a.queue(box)
         b.queue(box)
         a.queue(box)
         box.flush()
-        assert log == ["a", "b", "then"]
-        await asyncio.sleep(0)  # the fallback turn finds nothing left but still runs the hook
-        assert log == ["a", "b", "then", "then"]
+        assert log == ["before", "a", "b", "then"]
+        await asyncio.sleep(0)  # the fallback turn finds nothing to write, but still runs ``then``
+        assert log == ["before", "a", "b", "then", "then"]
 
     asyncio.run(body())
 
