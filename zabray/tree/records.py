@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from zabray.tree.errors import BadArgumentsError
 from zabray.tree.znode import ACL, OPEN_ACL, TTL_MAX, AuthId
-from zabray.wire import zkproto
+from zabray.wire import zkcodes
 
 
 class OpCode(enum.IntEnum):
@@ -139,7 +139,7 @@ def create_op(
     a CONTAINER mode through plain create/create2 makes a persistent znode, as in ZooKeeper.
     """
     try:
-        mode = zkproto.CreateMode(flags)
+        mode = zkcodes.CreateMode(flags)
     except ValueError:
         raise BadArgumentsError(f"{path}: unknown create mode {flags}", path=path) from None
     if mode.ttl:
@@ -147,12 +147,12 @@ def create_op(
             raise BadArgumentsError(f"{path}: ttl must be in 1..{TTL_MAX}, got {ttl}", path=path)
     elif ttl >= 0:
         raise BadArgumentsError(f"{path}: a ttl is not valid for mode {mode.name}", path=path)
-    stat = opcode != zkproto.OpCode.CREATE
-    if opcode == zkproto.OpCode.CREATE_CONTAINER:
+    stat = opcode != zkcodes.OpCode.CREATE
+    if opcode == zkcodes.OpCode.CREATE_CONTAINER:
         return Create(path, data, False, mode.sequential, acl, container=True, stat=True)
-    if opcode == zkproto.OpCode.CREATE_TTL:
+    if opcode == zkcodes.OpCode.CREATE_TTL:
         return Create(path, data, False, mode.sequential, acl, ttl=ttl, stat=True)
-    if opcode not in (zkproto.OpCode.CREATE, zkproto.OpCode.CREATE2):
+    if opcode not in (zkcodes.OpCode.CREATE, zkcodes.OpCode.CREATE2):
         raise BadArgumentsError(f"opcode {opcode} is not a create")
     return Create(path, data, mode.ephemeral, mode.sequential, acl, stat=stat)
 

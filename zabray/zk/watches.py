@@ -24,7 +24,7 @@ import enum
 from dataclasses import dataclass
 
 from zabray.tree import DataTree, EventType
-from zabray.wire.zkproto import WatcherType
+from zabray.wire.zkcodes import WatcherType
 
 
 class WatchMode(enum.Enum):
