@@ -16,8 +16,9 @@ No module of this package imports PySpark at import time (only when a function r
 ``zabray.pipeline.cli`` can be wired into the main CLI without slowing it down.
 """
 
-from zabray.pipeline.checks import PROPERTIES, READ_OPS, CheckReport, PropertyResult, TraceFrames, check
+from zabray.pipeline.checks import PROPERTIES, CheckReport, PropertyResult, check
 from zabray.pipeline.errors import TraceError
+from zabray.pipeline.frames import READ_OPS, TraceFrames
 from zabray.pipeline.history_checks import (
     HistoryReport,
     check_histories,

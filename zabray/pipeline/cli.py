@@ -93,7 +93,8 @@ def run_check(args: argparse.Namespace) -> int:
 
 def _check_run(spark: SparkSession, run_dir: Path, args: argparse.Namespace, nfiles: int) -> int:
     """Check one run directory, print its table, write its report (and figures)."""
-    from zabray.pipeline.checks import TraceFrames, check
+    from zabray.pipeline.checks import check
+    from zabray.pipeline.frames import TraceFrames
     from zabray.pipeline.loader import load
     from zabray.pipeline.metrics import figures, write_figures
     from zabray.pipeline.report import format_table, write_json

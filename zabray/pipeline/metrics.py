@@ -32,7 +32,7 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zabray.pipeline.checks import READ_OPS, TraceFrames
+from zabray.pipeline.frames import READ_OPS, TraceFrames
 from zabray.pipeline.loader import with_position
 
 if TYPE_CHECKING:
