@@ -27,14 +27,8 @@ from typing import Any
 from storage import epochs, recovery, snapshots
 from storage.disk import CORRUPT_SUFFIX, LOCK_FILE
 from storage.fsutil import TMP_SUFFIX, read_file
-from storage.txnlog import (
-    SegmentInfo,
-    is_spare,
-    parse_segment_name,
-    read_segment,
-    read_segment_header,
-    spare_number,
-)
+from storage.segments import SegmentInfo, parse_segment_name, read_segment, read_segment_header
+from storage.txnlog import is_spare, spare_number
 from zabray.errors import ConfigError, CorruptionError, StorageError
 from zabray.protocol.zxid import Zxid, fmt
 from zabray.trace import digest

@@ -23,14 +23,14 @@ import os
 from dataclasses import dataclass
 
 from storage import epochs, snapshots
-from storage.snapshots import SnapshotFile
-from storage.txnlog import (
+from storage.segments import (
     SegmentInfo,
     SegmentScan,
     parse_segment_name,
     read_segment,
     read_segment_header,
 )
+from storage.snapshots import SnapshotFile
 from zabray.errors import CorruptionError, FormatVersionError
 from zabray.protocol.durable import DurableState
 from zabray.protocol.messages import Txn

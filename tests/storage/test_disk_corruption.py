@@ -17,13 +17,12 @@ from hypothesis import strategies as st
 
 from storage import DiskStore, epochs, snapshots
 from storage.checksum import crc32c
-from storage.txnlog import (
-    REC_HEADER_SIZE,
+from storage.records import REC_HEADER_SIZE, encode_txns
+from storage.segments import (
     SEG_HEADER_SIZE,
     SegmentInfo,
     decode_segment_header,
     encode_segment_header,
-    encode_txns,
     scan_segment,
 )
 from zabray.errors import CorruptionError, ZabError

@@ -10,7 +10,7 @@ import zlib
 import pytest
 
 from storage import DiskStore, epochs, snapshots, txnlog
-from storage.txnlog import SEG_HEADER_SIZE, decode_segment_header
+from storage.segments import SEG_HEADER_SIZE, decode_segment_header
 from zabray.errors import CorruptionError, FormatVersionError
 from zabray.protocol.messages import Txn
 from zabray.protocol.zxid import Zxid

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from storage import DiskStore, txnlog
 from storage.checksum import crc32c
 from storage.records import REC_HEADER_SIZE, ZERO_HEADER, encode_txns
-from storage.txnlog import (
+from storage.segments import (
     SEG_HEADER_SIZE,
     SegmentInfo,
     decode_segment_header,

@@ -15,7 +15,7 @@ import pytest
 
 from storage import DiskStore
 from storage.diskview import read_disk
-from storage.txnlog import SEG_HEADER_SIZE
+from storage.segments import SEG_HEADER_SIZE
 from zabray.errors import ConfigError, CorruptionError
 from zabray.inspect_cli import render
 from zabray.protocol.messages import Txn
