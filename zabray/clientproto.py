@@ -21,6 +21,7 @@ from typing import Any
 import msgpack
 
 from zabray.errors import CodecError
+from zabray.fastinit import fast_inits
 
 MAGIC = "zabray-client"
 VERSION = 1
@@ -151,3 +152,6 @@ def decode_reply(payload: bytes) -> CommittedRep | FailedRep | StatusRep | ZkRep
         if obj[0] == "STATUS" and len(obj) == 3 and type(obj[2]) is dict:
             return StatusRep(_rid(obj[1]), obj[2])
     raise CodecError("malformed client reply")
+
+
+fast_inits(globals())  # built on every message or write: see zabray.fastinit

@@ -58,6 +58,8 @@ from typing import Any, TextIO
 
 from xxhash import xxh3_64_hexdigest as _xxh3_64_hexdigest
 
+from zabray.fastinit import fast_inits
+
 SCHEMA_VERSION = 2
 # Version 1 had no run rows; its traces read as they are.
 READABLE_VERSIONS = (1, 2)
@@ -311,3 +313,6 @@ class TraceWriter:
         if self._run_kind and not self._fh.closed:
             self._end_run()
         self._fh.close()
+
+
+fast_inits(globals())  # built on every message or write: see zabray.fastinit

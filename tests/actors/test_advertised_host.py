@@ -15,6 +15,8 @@ def test_a_concrete_bind_address_is_advertised_as_is() -> None:
 
 @pytest.mark.ray
 def test_a_wildcard_bind_advertises_the_node_ip() -> None:
+    if ray.is_initialized():  # a Ray another module's tests left connected, whatever the order
+        ray.shutdown()
     ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
         ip = ray.util.get_node_ip_address()

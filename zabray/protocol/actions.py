@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from zabray.fastinit import fast_inits
 from zabray.protocol.events import ChannelId
 from zabray.protocol.messages import Message, Notification, Txn
 from zabray.protocol.zxid import Zxid
@@ -144,3 +145,6 @@ class Trace(Action):
     """A trace record (``zabray.trace``); the shell stamps run, replica, incarnation and time."""
 
     record: object
+
+
+fast_inits(globals())  # built on every message or write: see zabray.fastinit

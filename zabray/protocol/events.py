@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from zabray.fastinit import fast_inits
 from zabray.protocol.messages import Message, Notification
 
 
@@ -83,3 +84,6 @@ class TouchSessions(Event):
 @dataclass(frozen=True, slots=True)
 class SnapshotRequested(Event):
     """The shell wants a snapshot of the delivered state (answered with ``PersistSnapshot``)."""
+
+
+fast_inits(globals())  # built on every message or write: see zabray.fastinit

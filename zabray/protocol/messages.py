@@ -11,6 +11,7 @@ import enum
 from dataclasses import dataclass
 from typing import ClassVar
 
+from zabray.fastinit import fast_inits
 from zabray.protocol.zxid import Zxid
 
 
@@ -255,3 +256,6 @@ ALL_MESSAGES: tuple[type[Message], ...] = (
     Request,
     Touch,
 )
+
+
+fast_inits(globals())  # built on every message or write: see zabray.fastinit

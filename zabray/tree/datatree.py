@@ -17,6 +17,7 @@ from typing import Any
 import msgpack
 
 from zabray.errors import CorruptionError
+from zabray.fastinit import fast_inits
 from zabray.protocol.messages import Txn
 from zabray.tree import acl as acls
 from zabray.tree.errors import (
@@ -472,3 +473,6 @@ def _initial_nodes() -> dict[str, Node]:
         QUOTA: Node(b"", zero, OPEN_ACL),
         CONFIG: Node(b"", replace(zero, aversion=-1), READ_ACL),
     }
+
+
+fast_inits(globals())  # built on every message or write: see zabray.fastinit

@@ -8,6 +8,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from zabray.fastinit import fast_inits
 from zabray.tree.errors import BadArgumentsError
 from zabray.tree.znode import ACL, OPEN_ACL, TTL_MAX, AuthId
 from zabray.wire import zkcodes
@@ -262,3 +263,6 @@ class TxnRecord:
     time_ms: int
     session_id: int
     body: TxnBody
+
+
+fast_inits(globals())  # built on every message or write: see zabray.fastinit

@@ -6,6 +6,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from zabray.fastinit import fast_inits
+
 
 @dataclass(frozen=True, slots=True)
 class Stat:
@@ -151,3 +153,6 @@ class NodeView:
     aversion: int = 0
     acl: tuple[ACL, ...] = OPEN_ACL
     mtime: int = 0
+
+
+fast_inits(globals())  # built on every message or write: see zabray.fastinit

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from zabray.errors import CodecError
+from zabray.fastinit import fast_inits
 from zabray.wire.jute import Reader, Record, Writer
 from zabray.wire.zkcodes import (  # noqa: F401 (re-exported: callers spell them zkproto.X)
     AddWatchMode,
@@ -603,3 +604,6 @@ class FrameSplitter:
         if pos:
             del buf[:pos]
         return out
+
+
+fast_inits(globals())  # built on every message or write: see zabray.fastinit

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from zabray.fastinit import fast_inits
 from zabray.tree import AuthId, Check, CloseSession, Create, Delete, Multi, SetACL, SetData, Sync
 
 # -- requests (a client's, on one connection) -----------------------------------------------------
@@ -302,3 +303,6 @@ __all__ = [
     "ServiceAction", "ErrorInfo", "Reply", "WatchFired", "SessionEnded", "SubmitTxn", "ReportTouches",
     "CloseConn",
 ]
+
+
+fast_inits(globals())  # built on every message or write: see zabray.fastinit
