@@ -128,7 +128,7 @@ class PeerConn(asyncio.Protocol):
             self.greeting = b""
             self.owner.await_challenge(self)
         if len(self.out):
-            self.flush()
+            self.owner.outbox.write_now(self)
 
     def data_received(self, data: bytes) -> None:
         self._received(data)
@@ -216,7 +216,7 @@ class PeerConn(asyncio.Protocol):
     def resume_writing(self) -> None:
         self.paused = False
         if len(self.out) and not self.closed:
-            self.flush()
+            self.owner.outbox.write_now(self)
 
     # -- output ----------------------------------------------------------------------------------
 

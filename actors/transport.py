@@ -397,7 +397,7 @@ class PeerTransport:
         assert conn.transport is not None
         conn.transport.write(frame(proof))
         if len(conn.out):
-            conn.flush()
+            self.outbox.write_now(conn)
 
     def _log_auth(self, conn: PeerConn, why: str) -> None:
         """Log a failed proof once per peer host (a flood of attempts must not flood the log)."""

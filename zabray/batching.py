@@ -47,6 +47,13 @@ class Outbox:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._turn)
 
+    def write_now(self, conn: Flushable) -> None:
+        """Write one connection's frames outside a flush (it was just connected, authenticated or
+        resumed), after ``before`` as any frame."""
+        if self._before is not None:
+            self._before()
+        conn.flush()
+
     def _turn(self) -> None:
         self._scheduled = False
         self.flush()

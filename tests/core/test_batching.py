@@ -59,3 +59,14 @@ def test_without_a_flush_the_next_loop_turn_writes_and_nothing_is_left_behind() 
         assert log == ["a", "b", "a", "b"] and not a.queued and not b.queued
 
     asyncio.run(body())
+
+
+def test_a_connection_written_outside_a_flush_still_runs_before_first() -> None:
+    async def body() -> None:
+        log: list[str] = []
+        box = Outbox(then=lambda: log.append("then"), before=lambda: log.append("before"))
+        a = Conn("a", log)
+        box.write_now(a)  # a connection just made, authenticated or resumed writes what it holds
+        assert log == ["before", "a"]
+
+    asyncio.run(body())
