@@ -3,8 +3,9 @@
 ``ReplicaServer`` runs on an asyncio loop and has nothing Ray-specific; ``ReplicaActor`` wraps
 it as a Ray actor, and Ray calls only reach it on the control plane (start, status, faults).
 
-Data path: client frames -> ``Submit`` -> the core -> ``Send``s batched per loop turn by the
-transport; ``Persist`` actions queue up and one worker thread makes each accumulated batch
+Data path: client frames -> ``Submit`` -> the core -> ``Send``s batched in the replica's
+``Outbox`` and written when the callback that queued them returns, after the trace rows that
+record them; ``Persist`` actions queue up and one worker thread makes each accumulated batch
 durable with one fdatasync (group commit), then feeds ``Persisted(upto)`` back, which is what
 releases ACKs. A storage failure stops the replica: it never goes on as if a write were durable.
 """

@@ -2,9 +2,9 @@
 
 Each connection feeds its bytes to a pure ``ZkServerConn``, hands the requests it yields to the
 replica's hosted ZooKeeper service (``actors.services.ZooKeeperService``), and writes the
-frames the service's actions encode to. Writes are batched per event-loop turn, as on the
-bespoke client port. Bad bytes close that connection only and are counted
-(``bad_zk_frames``); the replica carries on.
+frames the service's actions encode to. Writes go through the replica's ``Outbox``, as on the
+bespoke client port and the peer channels: one write per connection per burst. Bad bytes
+close that connection only and are counted (``bad_zk_frames``); the replica carries on.
 """
 
 from __future__ import annotations
