@@ -158,3 +158,59 @@ def test_follower_never_prepares_but_applies_identically() -> None:
     f = DataTree()
     assert [f.apply(t) for t in ld.log] == leader_results
     assert f.digest() == ld.tree.digest()
+
+
+def test_the_leader_applies_the_very_record_a_replica_decodes() -> None:
+    """A leader applies its own prepared txns without decoding them; what it applies must be
+    exactly what a replica decodes from the same bytes, for every kind of txn (and give the
+    same results), or the leader's tree would drift from its followers'."""
+    from zabray.tree import delete_container, set_acl, sync
+    from zabray.tree.ops import Check
+    from zabray.tree.znode import CREATOR_ALL_ACL, PERM_ALL
+
+    auth = (("digest", "bob:x"),)
+    requests = [
+        create_session(7, 30_000, time_ms=1),
+        create("/a", b"1", time_ms=2, acl=CREATOR_ALL_ACL, auth=auth),
+        create("/e", b"", ephemeral=True, session_id=7, time_ms=3),
+        create("/s/", b"", sequential=True, time_ms=3),  # NoNode: an error txn
+        create("/c", b"", container=True, time_ms=3),
+        create("/t", b"", ttl=5000, time_ms=3),
+        set_data("/a", b"2", time_ms=4, auth=auth),
+        set_data("/a", b"3", 99, time_ms=4, auth=auth),  # BadVersion: an error txn
+        set_acl("/a", [(PERM_ALL, "world", "anyone")], time_ms=5, auth=auth),
+        multi([Create("/m"), Create("/m/x", b"v")], time_ms=6),
+        multi([Check("/m"), Create("/m")], time_ms=6),  # an error txn inside a multi
+        sync("/a", time_ms=7),
+        delete("/m/x", time_ms=8),
+        delete_container("/c", time_ms=9),
+        close_session(7, time_ms=10),
+        b"not a request",  # undecodable: a BAD_ARGUMENTS error txn
+    ]
+    ld = Leader()
+    for r in requests:
+        ld.prepare(r)
+    kept = ld.tree._processor._records
+    assert len(kept) == len(requests)
+    for txn in ld.queue:
+        data, rec = kept[int(txn.zxid)]
+        assert data is txn.value
+        decoded = decode_txn(txn.value)
+        assert rec == decoded and repr(rec) == repr(decoded)  # same values, same types
+    results = ld.apply_all()
+    assert not kept  # every one was applied from its record, none decoded
+    follower = DataTree()  # decodes every txn
+    for t, mine in zip(ld.log, results, strict=True):
+        assert follower.apply(t) == mine
+    assert follower.snapshot() == ld.tree.snapshot()
+
+
+def test_a_record_is_reused_only_for_its_own_bytes() -> None:
+    ld = Leader()
+    txn = ld.prepare(create("/a", b"1", time_ms=1))
+    copy = bytes(bytearray(txn.value))  # equal, but not the encoding prepare made
+    assert ld.tree._processor.take_record(int(txn.zxid), copy) is None
+    assert ld.tree._processor.take_record(int(txn.zxid), txn.value) is None  # taken once only
+    txn2 = ld.prepare(create("/b", b"1", time_ms=1))
+    ld.tree.abandon_prepared()
+    assert ld.tree._processor.take_record(int(txn2.zxid), txn2.value) is None

@@ -301,7 +301,8 @@ class DataTree:
         z = int(txn.zxid)
         if z <= self._last_zxid:
             return None
-        rec = decode_txn(txn.value)
+        value = txn.value
+        rec = self._processor.take_record(z, value) or decode_txn(value)
         body = rec.body
         if type(body) is ErrorTxn:
             op = OpCode(body.op) if body.op else None

@@ -80,6 +80,9 @@ _I32 = 1 << 31
 # -- field checks ------------------------------------------------------------------------------------
 
 
+_OPCODE_OF: dict[int, OpCode] = {int(c): c for c in OpCode}  # ``OpCode(v)`` without the enum call
+
+
 class _Fields:
     """Type/range checks that raise ``err`` (BadArgumentsError or CorruptionError)."""
 
@@ -132,9 +135,10 @@ class _Fields:
         return tuple(out)
 
     def code(self, v: Any) -> OpCode:
-        if type(v) is not int or v not in OpCode._value2member_map_:
+        code = _OPCODE_OF.get(v) if type(v) is int else None
+        if code is None:
             self.fail(f"unknown op code {v!r:.40}")
-        return OpCode(v)
+        return code
 
     def version(self, v: Any) -> int:
         return self.int_(v, "version", -1, _I32)
