@@ -286,3 +286,18 @@ def test_path_characters_follow_zookeepers_rule(name: str) -> None:
             validate_path(path)
     elif path.rsplit("/", 1)[1] not in (".", ".."):
         assert validate_path(path) == path
+
+
+@given(
+    st.integers(0, 50), st.integers(0, 50),
+    st.one_of(st.just(0), st.integers(1, 2**63 - 1), st.integers(2**63, 2**64 - 1)),
+)
+def test_a_client_stat_reports_creations_and_owners_as_zookeeper_does(cversion: int, children: int, owner: int) -> None:
+    """The stored Stat counts child creations in ``cversion`` and keeps kind markers in the
+    owner; a client sees ZooKeeper's cversion (creations and deletions) and owner 0 for those."""
+    from zabray.tree.znode import SESSION_ID_LIMIT, Stat, client_stat
+
+    stored = Stat(1, 2, 3, 4, 5, cversion, 6, owner, 7, children, 8)
+    seen = client_stat(stored)
+    assert seen == Stat(1, 2, 3, 4, 5, 2 * cversion - children, 6, owner if owner < SESSION_ID_LIMIT else 0, 7,
+                        children, 8)

@@ -4,10 +4,14 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from zabray.errors import CodecError
 from zabray.tree.znode import TTL_MAX
+from zabray.tree.znode import Stat as TreeStat
 from zabray.wire import zkproto as zp
-from zabray.wire.zk_translate import to_op, to_response
+from zabray.wire.zk_translate import stat_out, stat_reply, to_op, to_response
 from zabray.zk import messages as zm
 
 ACL = (zp.ACL(zp.Perm.ALL, zp.Id("world", "anyone")),)
@@ -72,3 +76,23 @@ def test_get_ephemerals_with_a_null_prefix_means_all() -> None:
     # kazoo sends the prefix "" as a null string; ZooKeeper takes a blank prefix as "all".
     op = to_op(zp.Request(1, zp.OpCode.GET_EPHEMERALS, zp.PathRequest(None)))  # type: ignore[arg-type]
     assert op == zm.GetEphemerals("/")
+
+
+u64 = st.integers(min_value=0, max_value=2**64 - 1)
+i64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+i32 = st.integers(min_value=-(2**31), max_value=2**31 - 1)
+
+
+@given(st.tuples(u64, u64, i64, i64, i32, i32, i32, u64, i32, i32, u64), i32, st.integers(-(2**63), 2**63 - 1))
+def test_a_stat_reply_packed_at_once_is_the_general_encoding(values: tuple[int, ...], xid: int, zxid: int) -> None:
+    """setData, setACL and exists answer with ``stat_reply``: byte for byte what the record path
+    (ReplyHeader, then StatResponse of the Java-signed Stat) writes."""
+    stat = TreeStat(*values)
+    assert stat_reply(xid, zxid, stat) == zp.encode_reply(xid, zxid, 0, zp.StatResponse(stat_out(stat)))
+
+
+def test_a_stat_reply_out_of_range_is_left_to_the_general_path() -> None:
+    stat = TreeStat(1, 2, 3, 4, 2**31, 0, 0, 0, 1, 0, 1)  # a version no int32 holds
+    assert stat_reply(1, 2, stat) is None
+    with pytest.raises(CodecError):
+        zp.encode_reply(1, 2, 0, zp.StatResponse(stat_out(stat)))

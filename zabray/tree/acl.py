@@ -131,10 +131,13 @@ def fixup_acl(acl: Iterable[ACL], auth: Iterable[AuthId], path: str) -> tuple[AC
 
 def allowed(acl: Iterable[ACL], perm: int, auth: Iterable[AuthId]) -> bool:
     """ZooKeeperServer.checkACL: does ``auth`` grant any bit of ``perm`` on ``acl``?"""
-    entries = tuple(acl)
-    ids = tuple(auth)
-    if not entries or any(s == "super" for s, _ in ids):
+    entries = acl if type(acl) is tuple else tuple(acl)
+    if not entries:
         return True
+    ids = auth if type(auth) is tuple else tuple(auth)
+    for s, _ in ids:
+        if s == "super":
+            return True
     for perms, scheme, id_ in entries:
         if not perms & perm:
             continue

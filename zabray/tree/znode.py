@@ -106,6 +106,8 @@ def client_stat(st: Stat) -> Stat:
     """The Stat a client sees for a stored stat (whose cversion counts creations and whose
     ephemeral_owner is the raw owner)."""
     owner = st.ephemeral_owner
+    if st.cversion == st.num_children and (owner == 0 or 0 < owner < SESSION_ID_LIMIT):
+        return st  # the same numbers (no child ever deleted, no kind marker): Stats are immutable
     # Built field by field: ``dataclasses.replace`` costs twice as much, on every write's reply.
     return Stat(st.czxid, st.mzxid, st.ctime, st.mtime, st.version, 2 * st.cversion - st.num_children,
                 st.aversion, owner if 0 < owner < SESSION_ID_LIMIT else 0, st.data_length, st.num_children,

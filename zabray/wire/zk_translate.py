@@ -11,6 +11,7 @@ makes one whatever its flags), TTL modes only through createTTL with a ttl in ra
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from zabray.errors import CodecError
@@ -39,6 +40,24 @@ def acl_in(acl: tuple[zp.ACL, ...] | None) -> tuple[TreeACL, ...]:
 
 def acl_out(acl: tuple[TreeACL, ...]) -> tuple[zp.ACL, ...]:
     return tuple(zp.ACL(perms, zp.Id(scheme, ident)) for perms, scheme, ident in acl)
+
+
+# A whole reply frame that carries a Stat (setData, setACL, exists): length, ReplyHeader, Stat.
+# The u64 fields pack as "Q": the same bytes as the Java long ``signed64`` gives.
+_STAT_REPLY = struct.Struct(">iiqiQQqqiiiQiiQ")
+_STAT_REPLY_LEN = _STAT_REPLY.size - 4
+
+
+def stat_reply(xid: int, zxid: int, st: TreeStat) -> bytes | None:
+    """The frame ``encode_reply(xid, zxid, OK, StatResponse(stat_out(st)))`` builds, packed at
+    once (the reply to every setData); None when a field is out of range, for the general path
+    to report."""
+    try:
+        return _STAT_REPLY.pack(_STAT_REPLY_LEN, xid, zxid, 0, st.czxid, st.mzxid, st.ctime, st.mtime, st.version,
+                                st.cversion, st.aversion, st.ephemeral_owner, st.data_length, st.num_children,
+                                st.pzxid)
+    except struct.error:
+        return None
 
 
 def stat_out(st: TreeStat) -> zp.Stat:

@@ -231,6 +231,10 @@ class SetDataRequest(Record):
     version: int
     FIELDS: ClassVar[tuple[Any, ...]] = ("ustring", "buffer", "int")
 
+    @classmethod
+    def read(cls, r: Reader) -> SetDataRequest:  # the hottest request: no per-field dispatch
+        return cls(r.ustring(), r.buffer(), r.int32())  # type: ignore[arg-type]
+
 
 @dataclass(frozen=True, slots=True)
 class SetACLRequest(Record):

@@ -30,7 +30,7 @@ from typing import Any
 from zabray.errors import CodecError
 from zabray.tree import zk_code
 from zabray.wire import zkproto as zp
-from zabray.wire.zk_translate import multi_failed, to_op, to_response
+from zabray.wire.zk_translate import multi_failed, stat_reply, to_op, to_response
 from zabray.zk import messages as zm
 
 log = logging.getLogger(__name__)
@@ -177,11 +177,17 @@ class ZkServerConn:
         if error is None:
             if op == zp.OpCode.EXISTS and value is None:
                 return zp.encode_reply(xid, zxid, zp.Err.NO_NODE), close
+            if op in _STAT_OPS:
+                data = stat_reply(xid, zxid, value)
+                if data is not None:
+                    return data, close
             return zp.encode_reply(xid, zxid, 0, to_response(op, value, sub)), close
         if op == zp.OpCode.MULTI:
             # A failed multi is answered OK in the header, every op's own result in the body.
             return zp.encode_reply(xid, zxid, 0, multi_failed(sub, error)), close
         return zp.encode_reply(xid, zxid, zk_code(error.code)), close or error.code == "AUTH_FAILED"
 
+
+_STAT_OPS = frozenset({zp.OpCode.SET_DATA, zp.OpCode.SET_ACL, zp.OpCode.EXISTS})
 
 __all__ = ["Fed", "PASSWORD_LEN", "ZkServerConn", "password_key", "session_password"]
