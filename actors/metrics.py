@@ -121,7 +121,7 @@ class ReplicaMetrics:
         """The replica's metrics now (the same numbers Ray exports)."""
         node = server.node
         role = getattr(node, "role", None)
-        outstanding = role._outstanding() if role is not None and hasattr(role, "_outstanding") else 0
+        outstanding = getattr(role, "outstanding", 0)  # a leader's (0 while it is still electing)
         zk = getattr(server.service, "svc", None)  # the pure ZooKeeper service, when hosted
         watches = zk.watches.count() if zk is not None else 0
         return {

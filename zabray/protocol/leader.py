@@ -285,6 +285,11 @@ class Leader(Role):
         else:
             self._propose(origin, request_id, value)
 
+    @property
+    def outstanding(self) -> int:
+        """Proposals made and not yet committed; 0 before this leader has an epoch."""
+        return 0 if self.epoch is None else self._outstanding()
+
     def _outstanding(self) -> int:
         assert self.epoch is not None
         if self.committed.epoch != self.epoch:
