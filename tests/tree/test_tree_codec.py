@@ -301,3 +301,41 @@ def test_a_client_stat_reports_creations_and_owners_as_zookeeper_does(cversion: 
     seen = client_stat(stored)
     assert seen == Stat(1, 2, 3, 4, 5, 2 * cversion - children, 6, owner if owner < SESSION_ID_LIMIT else 0, 7,
                         children, 8)
+
+
+_edge_ints = st.sampled_from([-(2**63) - 1, -(2**63), -2, -1, 0, 1, 2**31 - 1, 2**31, 2**63 - 1, 2**63, 2**64 - 1, 2**64])
+
+
+@given(_edge_ints, _edge_ints, st.sampled_from(["/a", "/a/b", "a", "/a/", "//a", "/a\x00", 7]),
+       st.sampled_from([b"", b"v", "v", None]), _edge_ints)
+def test_a_set_data_request_and_txn_decode_by_the_same_rules_on_the_fast_path(
+    session: int, t: int, path: object, data: object, version: int
+) -> None:
+    """setData requests and txns are checked inline (their hot path); what that accepts and
+    what it refuses is exactly what the field-by-field rules say."""
+    from zabray.tree.ops import REQUEST_VERSION, TXN_VERSION, OpCode, SetDataTxn
+    from zabray.tree.paths import validate_path
+
+    def valid_path(p: object) -> bool:
+        try:
+            validate_path(p)
+            return True
+        except BadArgumentsError:
+            return False
+
+    fits = 0 <= session < 2**64 and 0 <= t < 2**63 and type(data) is bytes and type(path) is str
+    if not (-(2**63) <= min(session, t, version) and max(session, t, version) < 2**64):
+        return  # msgpack has no such integer
+    raw = msgpack.packb([REQUEST_VERSION, session, t, [int(OpCode.SET_DATA), path, data, version], []],
+                        use_bin_type=True)
+    if fits and -1 <= version < 2**31:  # (a request's path is checked later, by the processor)
+        assert decode_request(raw) == Request(session, t, SetData(path, data, version), ())  # type: ignore[arg-type]
+    else:
+        with pytest.raises(BadArgumentsError):
+            decode_request(raw)
+    txn = msgpack.packb([TXN_VERSION, t, session, [int(OpCode.SET_DATA), path, data, version]], use_bin_type=True)
+    if fits and valid_path(path) and 1 <= version < 2**63:
+        assert decode_txn(txn) == TxnRecord(t, session, SetDataTxn(path, data, version))  # type: ignore[arg-type]
+    else:
+        with pytest.raises(CorruptionError):
+            decode_txn(txn)

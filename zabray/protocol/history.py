@@ -33,10 +33,11 @@ class History:
         return self._txns[-1].zxid if self._txns else self.base
 
     def append(self, txn: Txn) -> None:
-        if txn.zxid <= self.last:
+        zxids = self._zxids
+        if txn.zxid <= (zxids[-1] if zxids else self.base):
             raise ProtocolError(f"txn {txn.zxid!r} does not follow {self.last!r}")
         self._txns.append(txn)
-        self._zxids.append(txn.zxid)
+        zxids.append(txn.zxid)
 
     def contains(self, z: int) -> bool:
         if z == self.base:

@@ -81,6 +81,7 @@ _I32 = 1 << 31
 
 
 _OPCODE_OF: dict[int, OpCode] = {int(c): c for c in OpCode}  # ``OpCode(v)`` without the enum call
+_SET_DATA = int(OpCode.SET_DATA)
 
 
 class _Fields:
@@ -302,7 +303,17 @@ def decode_request(data: bytes) -> Request:
     """Decode and type-check a request; raises ``BadArgumentsError``. Paths are checked later,
     by the processor, so a bad path inside a multi is reported with its index."""
     f = _REQ
-    v = f.list_(_unpack(data, f), "request")
+    v = _unpack(data, f)
+    if type(v) is list and len(v) == 5 and v[0] == REQUEST_VERSION and type(v[0]) is int:
+        # A setData without auth ids, the hottest request: the checks below, inline.
+        session, t, op, auth = v[1], v[2], v[3], v[4]
+        if (type(op) is list and len(op) == 4 and op[0] == _SET_DATA and type(op[0]) is int
+                and type(auth) is list and not auth and type(session) is int and 0 <= session < _U64
+                and type(t) is int and 0 <= t < _I64):
+            path, value, version = op[1], op[2], op[3]
+            if type(path) is str and type(value) is bytes and type(version) is int and -1 <= version < _I32:
+                return Request(session, t, SetData(path, value, version), ())
+    f.list_(v, "request")
     if not v or v[0] != REQUEST_VERSION or type(v[0]) is not int:
         f.fail(f"unsupported request version {(v[0] if v else None)!r:.20}")
     f.list_(v, "request", 5)
@@ -365,6 +376,14 @@ def _txn_path(v: Any, f: _Fields) -> str:
 def _decode_body(v: Any, f: _Fields, *, nested: bool) -> TxnBody:
     if type(v) is not list or not v:
         f.fail("txn body must be a non-empty list")
+    if len(v) == 4 and v[0] == _SET_DATA and type(v[0]) is int:  # the hottest txn, checked inline
+        p, data, version = v[1], v[2], v[3]
+        if type(p) is str and type(data) is bytes and type(version) is int and 1 <= version < _I64:
+            try:
+                validate_path(p)
+            except BadArgumentsError as e:
+                f.fail(str(e))
+            return SetDataTxn(p, data, version)
     code = f.code(v[0])
     if code is OpCode.CREATE:
         f.list_(v, "create", 7)
@@ -434,7 +453,12 @@ def _decode_body(v: Any, f: _Fields, *, nested: bool) -> TxnBody:
 def decode_txn(data: bytes) -> TxnRecord:
     """Decode and check a txn; raises ``zabray.errors.CorruptionError``."""
     f = _TXN
-    v = f.list_(_unpack(data, f), "txn", 4)
+    v = _unpack(data, f)
+    if type(v) is list and len(v) == 4 and v[0] == TXN_VERSION and type(v[0]) is int:  # the checks below, inline
+        t, session = v[1], v[2]
+        if type(t) is int and 0 <= t < _I64 and type(session) is int and 0 <= session < _U64:
+            return TxnRecord(t, session, _decode_body(v[3], f, nested=False))
+    f.list_(v, "txn", 4)
     if v[0] == 1 and type(v[0]) is int:
         raise FormatVersionError(
             "tree txn written in format 1 by an older zabray (no ACLs, containers or TTL znodes); "
