@@ -9,6 +9,8 @@ real TCP on 127.0.0.1 and real files, and the client on the same loop: for ``ser
 minimal pipelined ZooKeeper (jute) client setting 1 KB on one znode through a follower (or
 ``--via leader``); for ``broadcast``, zabray's own ``EnsembleClient``. The figure is the
 process's CPU time per write (all three replicas and the client), median over ``--runs``.
+The log is not synced unless ``--fsync``: how long the disk takes decides how many txns each
+group commit holds, and so the CPU per write, which would drown the code's own changes.
 
 Why: with five processes on two cores, a run's writes/s moves with how the OS schedules them
 and with this machine's CPU speed, which swings 2x within seconds. On one thread only the
@@ -186,7 +188,8 @@ def main() -> int:
     ap.add_argument("--writes", type=int, default=20000, help="timed writes per run")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--config", default=None, help="zabray YAML config (default: configs/local.yaml)")
-    ap.add_argument("--no-fsync", dest="fsync", action="store_false")
+    ap.add_argument("--fsync", action="store_true",
+                    help="sync the log (off by default: the disk's timing moves group-commit sizes, and CPU with them)")
     ap.add_argument("--no-trace", dest="trace", action="store_false")
     ap.add_argument("--profile", type=int, default=0, metavar="TOP",
                     help="cProfile one more run and print its TOP functions by own time")
