@@ -306,10 +306,14 @@ def test_a_client_stat_reports_creations_and_owners_as_zookeeper_does(cversion: 
 _edge_ints = st.sampled_from([-(2**63) - 1, -(2**63), -2, -1, 0, 1, 2**31 - 1, 2**31, 2**63 - 1, 2**63, 2**64 - 1, 2**64])
 
 
+_auths = st.sampled_from([[], [["ip", "127.0.0.1"]], [["digest", "u:h"], ["ip", "::1"]], [["ip"]], [["ip", 1]],
+                          [("ip", "x")], "ip"])
+
+
 @given(_edge_ints, _edge_ints, st.sampled_from(["/a", "/a/b", "a", "/a/", "//a", "/a\x00", 7]),
-       st.sampled_from([b"", b"v", "v", None]), _edge_ints)
+       st.sampled_from([b"", b"v", "v", None]), _edge_ints, _auths)
 def test_a_set_data_request_and_txn_decode_by_the_same_rules_on_the_fast_path(
-    session: int, t: int, path: object, data: object, version: int
+    session: int, t: int, path: object, data: object, version: int, auth: object
 ) -> None:
     """setData requests and txns are checked inline (their hot path); what that accepts and
     what it refuses is exactly what the field-by-field rules say."""
@@ -326,10 +330,12 @@ def test_a_set_data_request_and_txn_decode_by_the_same_rules_on_the_fast_path(
     fits = 0 <= session < 2**64 and 0 <= t < 2**63 and type(data) is bytes and type(path) is str
     if not (-(2**63) <= min(session, t, version) and max(session, t, version) < 2**64):
         return  # msgpack has no such integer
-    raw = msgpack.packb([REQUEST_VERSION, session, t, [int(OpCode.SET_DATA), path, data, version], []],
-                        use_bin_type=True)
-    if fits and -1 <= version < 2**31:  # (a request's path is checked later, by the processor)
-        assert decode_request(raw) == Request(session, t, SetData(path, data, version), ())  # type: ignore[arg-type]
+    raw = msgpack.packb([REQUEST_VERSION, session, t, [int(OpCode.SET_DATA), path, data, version], auth],
+                        use_bin_type=True)  # (msgpack sends a tuple as a list)
+    ids_ok = type(auth) is list and all(len(e) == 2 and all(type(x) is str for x in e) for e in auth)
+    if fits and -1 <= version < 2**31 and ids_ok:  # (a request's path is checked later, by the processor)
+        ids = tuple(tuple(e) for e in auth)  # type: ignore[union-attr]
+        assert decode_request(raw) == Request(session, t, SetData(path, data, version), ids)  # type: ignore[arg-type]
     else:
         with pytest.raises(BadArgumentsError):
             decode_request(raw)

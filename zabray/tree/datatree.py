@@ -319,6 +319,8 @@ class DataTree:
         return result
 
     def _apply_body(self, b: TxnBody, z: int, t: int, sid: int, changes: list[Change]) -> Any:
+        if type(b) is SetDataTxn:  # the hottest write first
+            return self._apply_set_data(b, z, t, changes)
         if isinstance(b, CreateTxn):
             return self._apply_create(b, z, t, changes)
         if isinstance(b, DeleteTxn | DeleteContainerTxn):
