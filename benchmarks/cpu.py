@@ -40,6 +40,7 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]  # ben
 sys.path.insert(0, os.path.dirname(_here))
 
 from actors.replica import ReplicaServer  # noqa: E402
+from zabray.auth import Secret  # noqa: E402
 from zabray.client import EnsembleClient  # noqa: E402
 from zabray.config import EnsembleConfig  # noqa: E402
 from zabray.keyfiles import new_secret  # noqa: E402
@@ -93,7 +94,7 @@ class JuteClient(asyncio.Protocol):
             await self.request(zp.OpCode.SET_DATA, zp.SetDataRequest("/b", VALUE, -1))
 
 
-async def _ensemble(args: argparse.Namespace, base: str) -> tuple[dict[int, ReplicaServer], dict[int, Any]]:
+async def _ensemble(args: argparse.Namespace, base: str) -> tuple[dict[int, ReplicaServer], dict[int, Any], Secret]:
     cfg = EnsembleConfig.load(args.config).to_dict() | {"fsync": args.fsync, "trace": args.trace}
     if args.path == "service":
         cfg["service"] = "zookeeper"
@@ -104,7 +105,7 @@ async def _ensemble(args: argparse.Namespace, base: str) -> tuple[dict[int, Repl
     infos = {sid: await s.start() for sid, s in servers.items()}
     for s in servers.values():
         s.set_peers({sid: tuple(i["quorum"]) for sid, i in infos.items()})
-    return servers, infos | {"secret": secret}
+    return servers, infos, secret
 
 
 def _leader(servers: dict[int, ReplicaServer]) -> int | None:
@@ -118,7 +119,7 @@ def _leader(servers: dict[int, ReplicaServer]) -> int | None:
 async def one_run(args: argparse.Namespace, profile: cProfile.Profile | None) -> float:
     """Start an ensemble, warm it up, time ``args.writes`` writes; CPU seconds per write."""
     base = tempfile.mkdtemp(prefix="zabray-cpu-")
-    servers, infos = await _ensemble(args, base)
+    servers, infos, secret = await _ensemble(args, base)
     try:
         while (leader := _leader(servers)) is None:
             await asyncio.sleep(0.02)
@@ -135,8 +136,7 @@ async def one_run(args: argparse.Namespace, profile: cProfile.Profile | None) ->
             async def load(k: int) -> None:
                 await asyncio.gather(*(client.writes(k) for _ in range(args.in_flight)))
         else:
-            bc = EnsembleClient("cpu", {s: tuple(i["client"]) for s, i in infos.items() if s != "secret"},
-                                secret=infos["secret"])
+            bc = EnsembleClient("cpu", {s: tuple(i["client"]) for s, i in infos.items()}, secret=secret)
 
             async def writes(k: int) -> None:
                 for _ in range(k):
