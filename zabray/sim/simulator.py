@@ -18,7 +18,6 @@ import dataclasses
 import random
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from storage.base import apply_one
@@ -50,57 +49,11 @@ from zabray.protocol.node import Node
 from zabray.protocol.protocol_config import ProtocolConfig
 from zabray.protocol.statemachine import ValueLog
 from zabray.protocol.zxid import fmt
-from zabray.sim.checker import Checker, Violation
+from zabray.sim.checker import Checker
 from zabray.sim.network import CLOSE, Network
-
-FAULTS = ("crash", "partition", "break", "snapshot", "drop")
-
-
-@dataclass
-class SimOptions:
-    voters: int = 3
-    observers: int = 0
-    steps: int = 3000
-    faults: tuple[str, ...] = ("crash", "partition", "break", "snapshot")
-    fault_rate: float = 0.01
-    client_rate: float = 0.08
-    tick_rate: float = 0.04
-    max_crashed: int | None = None  # default: any number, even all
-    liveness_ticks: int = 200
-    stop_on_violation: bool = True
-    """False lets a run go on past a violation (to see what a broken core does downstream)."""
-    config: dict[str, int] = field(default_factory=dict)
-    node_factory: Callable[..., Node] | None = None  # tests plant broken cores here
-    value_factory: Callable[[random.Random, int], bytes] | None = None
-    """Makes the nth client request (default: a unique opaque value)."""
-    app_factory: Callable[[], Any] | None = None
-    """Makes each replica's state machine (default ``ValueLog``), e.g. ``zabray.tree.DataTree``."""
-    store_factory: Callable[[int], Any] | None = None
-    """Makes a replica's store (default ``MemoryStore``). A store other than ``MemoryStore``
-    (the on-disk one) must drop unsynced writes on ``close()``; the simulator then crashes a
-    replica by closing its store and recovers it by opening a new one."""
-
-
-@dataclass
-class SimResult:
-    seed: int
-    steps: int
-    ticks: int
-    violations: list[Violation]
-    crash_points: Counter[str]
-    faults: Counter[str]
-    proposals: int
-    deliveries: int
-    committed: int
-    acked: int
-    elections: int
-    timeline: list[str]
-    service: dict[str, int] = field(default_factory=dict)
-    """What the hosted service did (``zabray.sim.zksim``: calls, watches, moves, expiries)."""
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations
+from zabray.sim.options import FAULTS as FAULTS
+from zabray.sim.options import SimOptions as SimOptions
+from zabray.sim.options import SimResult as SimResult
 
 
 class SimReplica:
