@@ -1,0 +1,33 @@
+"""`zabray down --stop-ray` waits for the head's processes to end, and a zombie has ended.
+
+A process killed while its parent does not reap it (a container whose init does not, a raylet
+that is itself going away) stays in /proc as a zombie; waiting for it to vanish held `down`
+for its whole grace period.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from zabray.rayhead import _running
+
+
+def test_a_zombie_is_not_running_and_a_live_process_is() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert _running(child.pid)
+        os.kill(child.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while _running(child.pid):  # killed, not yet reaped: a zombie
+            assert time.monotonic() < deadline, "the killed child never became a zombie"
+            time.sleep(0.01)
+        with open(f"/proc/{child.pid}/stat") as f:
+            assert f.read().rsplit(")", 1)[-1].split()[0] == "Z"  # still in /proc: it was the zombie
+    finally:
+        child.kill()
+        child.wait()
+    assert not _running(child.pid)  # reaped: gone from /proc
