@@ -10,11 +10,14 @@ import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zabray.errors import ConfigError
-from zabray.sim.simulator import FAULTS, SimOptions, SimResult, Simulation
-from zabray.sim.zksim import ZkSimOptions, ZkSimulation
+from zabray.sim.options import FAULTS, SimOptions, SimResult
+
+if TYPE_CHECKING:  # imported where a run starts: every other `zabray` command starts faster
+    from zabray.sim.simulator import Simulation
+    from zabray.sim.zksim import ZkSimOptions
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -61,6 +64,9 @@ def _options(args: argparse.Namespace) -> SimOptions:
 
 def _make(seed: int, opts: SimOptions, timeline: bool, zk: ZkSimOptions | None,
           trace_writer: Any = None) -> Simulation:
+    from zabray.sim.simulator import Simulation
+    from zabray.sim.zksim import ZkSimulation
+
     if zk is not None:
         return ZkSimulation(seed, dataclasses.replace(opts), zk, timeline=timeline)
     return Simulation(seed, opts, timeline=timeline, trace_writer=trace_writer)
@@ -87,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
     if args.service == "zookeeper":
         if args.clients < 1:
             raise SystemExit("zabray sim: --clients must be >= 1")
+        from zabray.sim.zksim import ZkSimOptions
+
         zk = ZkSimOptions(clients=args.clients)
     trace_dir = str(args.trace_dir) if args.trace_dir else None
     started = time.monotonic()

@@ -9,10 +9,11 @@ import random
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from zabray.protocol.node import Node
-from zabray.sim.checker import Violation
+if TYPE_CHECKING:  # annotations only: `zabray` commands other than `sim` need not import the core
+    from zabray.protocol.node import Node
+    from zabray.sim.checker import Violation
 
 FAULTS = ("crash", "partition", "break", "snapshot", "drop")
 
