@@ -6,14 +6,13 @@ it as a Ray actor, and Ray calls only reach it on the control plane (start, stat
 Data path: client frames -> ``Submit`` -> the core -> ``Send``s batched in the replica's
 ``Outbox`` and written when the callback that queued them returns, after the trace rows that
 record them; ``Persist`` actions queue up and one worker thread makes each accumulated batch
-durable with one fdatasync (group commit), then feeds ``Persisted(upto)`` back, which is what
-releases ACKs. A storage failure stops the replica: it never goes on as if a write were durable.
+durable with one fdatasync (group commit, ``actors/group_commit.py``), then feeds
+``Persisted(upto)`` back, which is what releases ACKs. A storage failure stops the replica: it never goes on as if a write were durable.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import os
 import random
@@ -25,20 +24,20 @@ from pathlib import Path
 from typing import Any
 
 from actors.clientport import ClientConn
-from actors.faultpoints import PERSIST_KIND_OF, ReplicaFaults
+from actors.faultpoints import ReplicaFaults
+from actors.group_commit import GroupCommit
 from actors.metrics import ReplicaMetrics
 from actors.replica_hooks import FaultHooks
 from actors.services import BroadcastService, HostedService, ZooKeeperService
 from actors.transport import PeerTransport
 from actors.zkport import ZkClientConn, environment, safe_config
-from storage.base import apply_persists
 from storage.disk import DiskStore
 from storage.fsutil import atomic_write, read_file
 from zabray import tls, trace
 from zabray.auth import AuthFailed, Secret
 from zabray.batching import Outbox
 from zabray.config import EnsembleConfig
-from zabray.errors import StorageError, ZabError
+from zabray.errors import ZabError
 from zabray.holds import HeldMessage, HoldPattern
 from zabray.protocol.actions import (
     Action,
@@ -57,7 +56,6 @@ from zabray.protocol.events import (
     ChannelClosed,
     Event,
     Notified,
-    Persisted,
     Received,
     SnapshotRequested,
     Tick,
@@ -93,7 +91,7 @@ def next_incarnation(data_dir: Path, at_least: int = 0) -> int:
     return nxt
 
 
-class ReplicaServer(FaultHooks):
+class ReplicaServer(FaultHooks, GroupCommit):
     def __init__(self, *, ensemble: str, sid: int, config: EnsembleConfig | dict[str, Any], voters: list[int],
                  observers: list[int], data_dir: str, run_dir: str | None = None,
                  min_incarnation: int = 0, secret: Secret | None = None,
@@ -352,74 +350,6 @@ class ReplicaServer(FaultHooks):
             self._trace.write(trace.Fault("crash-point", f"{self.sid}:{point}", time.time(), time.time()), time.time())
             self._trace.flush()
         os._exit(137)
-
-    def _io_apply(self, batch: list[Persist]) -> int:
-        """Runs on the IO thread: the group commit, with any injected disk fault."""
-        if self.faults.sync_delay_s:
-            time.sleep(self.faults.sync_delay_s)
-        if self.faults.fail_next_sync:
-            self.faults.fail_next_sync = False
-            raise StorageError("injected fault: fdatasync failed (EIO)")
-        return apply_persists(self.store, batch)
-
-    def _sync_now(self) -> None:
-        if self._flush_scheduled:
-            self._flush()
-
-    def _flush(self) -> None:
-        """Group commit: everything persisted since the last flush, one fdatasync."""
-        self._flush_scheduled = False
-        if self._flushing or not self._pq or self.fatal is not None or self._stopped:
-            return
-        batch, self._pq = self._pq, []
-        if self.faults.crash is not None:
-            for kind in {PERSIST_KIND_OF[type(a).__name__] for a in batch}:
-                if self.faults.hit(f"persist-before:{kind}", self.node.role.phase_name()):  # type: ignore[union-attr]
-                    self._crash(f"persist-before:{kind}")
-        self._flushing = True
-        self._flush_t0 = time.monotonic()
-        if len(batch) == 1 and not self.faults.sync_delay_s:
-            # A lone record (light load): sync it here. Handing it to the IO thread and back
-            # costs more than a fast disk's fdatasync, and there is nothing to overlap it with.
-            fut: concurrent.futures.Future[int] = concurrent.futures.Future()
-            try:
-                fut.set_result(self._io_apply(batch))
-            except BaseException as e:
-                fut.set_exception(e)
-            self._flushed(fut, batch)
-            return
-        # Straight back to the loop from the IO thread (run_in_executor would chain an asyncio
-        # future and take one more loop turn before the ACKs go out).
-        fut = self._io.submit(self._io_apply, batch)
-        fut.add_done_callback(lambda f: self._call_threadsafe(self._flushed, f, batch))
-
-    def _call_threadsafe(self, fn: Any, *args: Any) -> None:
-        try:
-            self.loop.call_soon_threadsafe(fn, *args)
-        except RuntimeError:  # the loop is closed: the replica stopped
-            pass
-
-    def _flushed(self, fut: concurrent.futures.Future[int], batch: list[Persist]) -> None:
-        self._flushing = False
-        if self._stopped:
-            return  # the IO thread is shut down, the trace closed: nothing more to release
-        n = len(batch)
-        try:
-            upto = fut.result()
-        except (StorageError, OSError) as e:
-            self._die(f"storage failed, nothing more is acknowledged: {e}")
-            return
-        if self.faults.crash is not None:
-            for kind in {PERSIST_KIND_OF[type(a).__name__] for a in batch}:
-                if self.faults.hit(f"persist-after:{kind}", self.node.role.phase_name()):  # type: ignore[union-attr]
-                    self._crash(f"persist-after:{kind}")
-        self.stats["syncs"] += 1
-        self.stats["synced_actions"] += n
-        self.metrics.fsync(time.monotonic() - self._flush_t0)
-        self._step(Persisted(upto))
-        if self._pq:
-            self._flush()
-        self.outbox.flush()  # the ACKs (or a leader's COMMITs and replies) this sync released
 
     def _delivered(self) -> None:
         self.stats["delivered"] += 1
