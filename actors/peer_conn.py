@@ -36,7 +36,9 @@ from zabray.protocol.messages import (
     ObserverInfo,
     Ping,
     Proposal,
+    Proposals,
     Request,
+    Requests,
     Snap,
     Touch,
     Trunc,
@@ -55,6 +57,7 @@ class ConnOwner(Protocol):
     outbox: Outbox
 
     def emit(self, event: Event) -> None: ...
+    def encode_batch(self, msgs: list[Message]) -> bytes: ...
     def conn_accepted(self, conn: PeerConn) -> None: ...
     def await_challenge(self, conn: PeerConn) -> None: ...
     def conn_handshake(self, conn: PeerConn, payload: bytes) -> None: ...
@@ -64,11 +67,11 @@ class ConnOwner(Protocol):
 
 
 LEARNER_TO_LEADER: frozenset[type[Message]] = frozenset(
-    {FollowerInfo, ObserverInfo, AckEpoch, AckNewLeader, Ack, Ping, Request, Touch}
+    {FollowerInfo, ObserverInfo, AckEpoch, AckNewLeader, Ack, Ping, Request, Requests, Touch}
 )
 """Packets a learner may send on a channel; anything else arriving at the leader drops it."""
 LEADER_TO_LEARNER: frozenset[type[Message]] = frozenset(
-    {LeaderInfo, Diff, Trunc, Snap, NewLeader, UpToDate, Proposal, Commit, Inform, Ping}
+    {LeaderInfo, Diff, Trunc, Snap, NewLeader, UpToDate, Proposal, Proposals, Commit, Inform, Ping}
 )
 """Packets a leader may send on a channel; anything else arriving at the learner drops it."""
 
@@ -97,6 +100,8 @@ class PeerConn(asyncio.Protocol):
         self.closed = False  # set once, by whoever ends the connection first
         self.announced = False  # leader side: a Received was delivered for this channel
         self.flush_scheduled = False
+        self.batch: list[Message] = []  # PROPOSALs or REQUESTs held for this burst's one frame
+        self.batch_bytes = 0
         self.paused = False
         self.connect_task: asyncio.Task[Any] | None = None
         self.hs_timer: asyncio.TimerHandle | None = None
@@ -127,7 +132,7 @@ class PeerConn(asyncio.Protocol):
             transport.write(self.greeting)
             self.greeting = b""
             self.owner.await_challenge(self)
-        if len(self.out):
+        if self.has_output():
             self.owner.outbox.write_now(self)
 
     def data_received(self, data: bytes) -> None:
@@ -215,10 +220,28 @@ class PeerConn(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.paused = False
-        if len(self.out) and not self.closed:
+        if self.has_output() and not self.closed:
             self.owner.outbox.write_now(self)
 
     # -- output ----------------------------------------------------------------------------------
+
+    def has_output(self) -> bool:
+        return bool(self.batch) or len(self.out) > 0
+
+    def queue(self, msg: Message, size: int, cap: int) -> None:
+        """Hold a PROPOSAL or REQUEST (about ``size`` bytes encoded) for the burst's one frame. The
+        batch goes into the stream at the flush, or ahead of any other message queued after it,
+        so the order on the connection is the order of the sends; no frame exceeds ``cap``."""
+        if self.batch_bytes + size > cap:
+            self.put_batch()
+        self.batch.append(msg)
+        self.batch_bytes += size
+
+    def put_batch(self) -> None:
+        msgs = self.batch
+        self.batch = []
+        self.batch_bytes = 0
+        self.out.add_payload(self.owner.encode_batch(msgs))
 
     def schedule_flush(self) -> None:
         if not self.flush_scheduled:
@@ -231,6 +254,8 @@ class PeerConn(asyncio.Protocol):
         t = self.transport
         if self.closed or t is None or self.paused or not self.authed:
             return
+        if self.batch:
+            self.put_batch()
         n = self.out.pending_frames
         data = self.out.take()
         if data:
@@ -252,6 +277,8 @@ class PeerConn(asyncio.Protocol):
         t = self.transport
         if t is not None:
             if graceful:
+                if self.batch:
+                    self.put_batch()
                 data = self.out.take()
                 if data:
                     t.write(data)

@@ -60,7 +60,7 @@ from zabray.protocol.events import (
     SnapshotRequested,
     Tick,
 )
-from zabray.protocol.messages import Diff, PeerState, Snap, Trunc
+from zabray.protocol.messages import Diff, PeerState, Proposals, Requests, Snap, Trunc, unbatch
 from zabray.protocol.node import Node
 from zabray.wire.four_letter import AdminView, parse_words
 from zabray.wire.zkserver import password_key
@@ -69,6 +69,7 @@ log = logging.getLogger(__name__)
 
 
 _SYNC_TYPES = (Diff, Trunc, Snap)
+_BATCHES = (Proposals, Requests)
 
 
 def advertised_host(bind: str) -> str:
@@ -268,6 +269,11 @@ class ReplicaServer(FaultHooks, GroupCommit):
             self._events.clear()
             return
         faults = self.faults
+        if (faults.gated or faults.crash is not None) and type(event) is Received and type(event.msg) in _BATCHES:
+            # Holds, message rows, planted drops and crash points count messages, not frames.
+            for m in unbatch(event.msg):  # type: ignore[arg-type]
+                self._one_step(Received(event.channel, m))
+            return
         if faults.gated and type(event) in (Received, ChannelClosed):
             if type(event) is ChannelClosed:
                 self.channel_gone(event.channel)

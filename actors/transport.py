@@ -66,11 +66,19 @@ from zabray.protocol.events import ChannelClosed, ChannelId, Event, Notified
 from zabray.protocol.messages import (
     Message,
     Notification,
+    Proposal,
+    Proposals,
+    Request,
+    Requests,
 )
 
 log = logging.getLogger(__name__)
 
 _ELECTION_BACKLOG = 1 << 20
+_BATCH_BYTES = 1 << 20
+"""A PROPOSALS or REQUESTS frame holds at most this much (or half the frame limit): a burst of
+large values still streams in pieces of a bounded size."""
+_BATCH_ENTRY = 64  # a txn's or request's encoding beyond its value, at most
 """Bytes of notifications buffered for one unwritable election connection before new ones drop."""
 
 class PeerTransport:
@@ -112,6 +120,9 @@ class PeerTransport:
         self.outbox = outbox if outbox is not None else Outbox()  # shared with the replica's client ports
         self._last_msg: Message | None = None  # messages are immutable: encode each once
         self._last_payload = b""
+        self._batch_cap = min(_BATCH_BYTES, max_frame // 2)
+        self._batch_key: tuple[int, int, int] | None = None
+        self._batch_payload = b""
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by start()
         self._server: asyncio.base_events.Server | None = None
         self._addrs: dict[int, tuple[str, int]] = {}
@@ -256,6 +267,15 @@ class PeerTransport:
         allowed = LEADER_TO_LEARNER if conn.role == CHAN_LEADER else LEARNER_TO_LEADER
         if type(msg) not in allowed:
             raise ConfigError(f"{type(msg).__name__} cannot be sent on {channel} by sid {self.sid}")
+        t = type(msg)
+        if t is Proposal or t is Request:  # batched: one frame per burst (PROPOSALS, REQUESTS)
+            size = len(msg.txn.value if t is Proposal else msg.value) + _BATCH_ENTRY  # type: ignore[attr-defined]
+            if size <= self._batch_cap:
+                conn.queue(msg, size, self._batch_cap)
+                conn.schedule_flush()
+                return
+        if conn.batch:
+            conn.put_batch()
         try:
             if msg is not self._last_msg:  # a leader sends each PROPOSAL/COMMIT to every learner
                 self._last_payload = encode(msg)
@@ -270,6 +290,20 @@ class PeerTransport:
             self._closed_later(conn)
             return
         conn.schedule_flush()
+
+    def encode_batch(self, msgs: list[Message]) -> bytes:
+        """One frame's payload for a connection's held PROPOSALs or REQUESTs (all of one kind)."""
+        first = msgs[0]
+        if type(first) is Request:  # a learner forwards only its own clients' requests: one origin
+            if len(msgs) == 1:
+                return encode(first)
+            return encode(Requests(first.origin, tuple((m.request_id, m.value) for m in msgs)))  # type: ignore[attr-defined]
+        # A leader sends the same run to every follower; zxids are unique, so the ends name the run.
+        key = (first.txn.zxid, msgs[-1].txn.zxid, len(msgs))  # type: ignore[attr-defined]
+        if key != self._batch_key:
+            self._batch_key = key
+            self._batch_payload = encode(first if len(msgs) == 1 else Proposals(tuple(m.txn for m in msgs)))  # type: ignore[attr-defined]
+        return self._batch_payload
 
     def close(self, channel: ChannelId) -> None:
         """End ``channel`` (what is already queued is still written); no event follows."""
@@ -396,7 +430,7 @@ class PeerTransport:
         conn.authed = True
         assert conn.transport is not None
         conn.transport.write(frame(proof))
-        if len(conn.out):
+        if conn.has_output():
             self.outbox.write_now(conn)
 
     def _log_auth(self, conn: PeerConn, why: str) -> None:

@@ -19,7 +19,7 @@ from zabray.client import EnsembleClient
 from zabray.errors import CodecError
 from zabray.framing import FrameDecoder
 from zabray.protocol.codec import decode
-from zabray.protocol.messages import Proposal
+from zabray.protocol.messages import Proposal, Proposals
 from zabray.trace import expand
 
 pytestmark = pytest.mark.timeout(120)
@@ -52,13 +52,17 @@ def test_a_proposal_never_leaves_ahead_of_its_propose_row(tmp_path: Path, monkey
     def flush(conn: PeerConn) -> None:
         """Look at what is about to be written and at the writer's trace file, then write it."""
         server = servers.get(getattr(conn.owner, "sid", -1))
-        if server is not None and server._trace is not None and len(conn.out) and conn.transport is not None \
+        if server is not None and server._trace is not None and conn.has_output() and conn.transport is not None \
                 and not conn.paused and conn.authed and not conn.closed:
+            if conn.batch:
+                conn.put_batch()  # the burst's PROPOSALs, framed as the flush would
             data = bytes(conn.out.take())
             payloads = FrameDecoder(conn.out.max_frame).feed(data)
             for p in payloads:
                 conn.out.add_payload(p)
-            zxids = [int(m.txn.zxid) for m in map(message, payloads) if isinstance(m, Proposal)]
+            msgs = list(map(message, payloads))
+            zxids = [int(m.txn.zxid) for m in msgs if isinstance(m, Proposal)]
+            zxids += [int(t.zxid) for m in msgs if isinstance(m, Proposals) for t in m.txns]
             if zxids:
                 on_disk = proposed_on_disk(run_dir / "trace" / f"replica-{server.sid}-inc{server.incarnation}.jsonl")
                 checked.extend(zxids)

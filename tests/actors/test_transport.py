@@ -24,10 +24,15 @@ from zabray.protocol.messages import (
     Diff,
     FollowerInfo,
     LeaderInfo,
+    Message,
     Notification,
     Ping,
     Proposal,
+    Proposals,
+    Request,
+    Requests,
     Txn,
+    unbatch,
 )
 from zabray.protocol.zxid import Zxid
 
@@ -103,6 +108,11 @@ def note(sender: int, rnd: int) -> Notification:
 
 def prop(i: int, size: int = 64) -> Proposal:
     return Proposal(Txn(Zxid.of(1, i), i.to_bytes(4, "big") * (size // 4), origin=1, request_id=i))
+
+
+def flat(msgs: list[Message]) -> list[Message]:
+    """What was received, a PROPOSALS or REQUESTS frame counted as its messages."""
+    return [x for msg in msgs for x in (unbatch(msg) if type(msg) in (Proposals, Requests) else [msg])]  # type: ignore[arg-type]
 
 
 async def raw_conn(port: int, *frames_: bytes) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -193,9 +203,10 @@ def test_two_transports_fifo_both_ways() -> None:
         learner.t.send(ch, FollowerInfo(sid=2, accepted_epoch=0, last_zxid=0))
         for i in range(1, n + 1):
             learner.t.send(ch, Ack(Zxid.of(1, i)))
-        await learner.until(lambda: len(learner.received(ch)) == n + 1, what="proposals")
+        await learner.until(lambda: len(flat(learner.received(ch))) == n + 1, what="proposals")
         await leader.until(lambda: len(leader.received(ch)) == n + 1, what="acks")
-        assert learner.received(ch) == [LeaderInfo(epoch=1)] + [prop(i) for i in range(1, n + 1)]
+        assert flat(learner.received(ch)) == [LeaderInfo(epoch=1)] + [prop(i) for i in range(1, n + 1)]
+        assert any(type(x) is Proposals for x in learner.received(ch))  # a burst is one frame
         assert leader.received(ch) == [FollowerInfo(sid=2, accepted_epoch=0, last_zxid=0)] + [
             Ack(Zxid.of(1, i)) for i in range(1, n + 1)
         ]
@@ -261,11 +272,57 @@ def test_three_transports_interleaved_channels() -> None:
             leader.t.send(cha, Commit(Zxid.of(1, i)))
             leader.t.send(chb, prop(i))
         await a.until(lambda: len(a.received(cha)) == n)
-        await b.until(lambda: len(b.received(chb)) == n)
+        await b.until(lambda: len(flat(b.received(chb))) == n)
         assert a.received(cha) == [Commit(Zxid.of(1, i)) for i in range(1, n + 1)]
-        assert b.received(chb) == [prop(i) for i in range(1, n + 1)]
+        assert flat(b.received(chb)) == [prop(i) for i in range(1, n + 1)]
         assert a.received(chb) == [] and b.received(cha) == []
         await stop_all(leader, a, b)
+
+    run(body)
+
+
+def test_a_burst_of_proposals_is_one_frame_and_keeps_its_place_among_other_messages() -> None:
+    async def body() -> None:
+        leader, learner = await cluster(1, 2)
+        ch = ChannelId(2, 1, 1, 1)
+        learner.t.open(ch)
+        learner.t.send(ch, Ping(zxid=0))
+        await leader.until(lambda: len(leader.received(ch)) == 1)
+        for msg in (prop(1), prop(2), Commit(Zxid.of(1, 1)), prop(3), prop(4), prop(5), Ping(zxid=5)):
+            leader.t.send(ch, msg)  # one loop turn: one burst
+        await learner.until(lambda: len(learner.received(ch)) == 4)
+        assert learner.received(ch) == [
+            Proposals((prop(1).txn, prop(2).txn)), Commit(Zxid.of(1, 1)),
+            Proposals((prop(3).txn, prop(4).txn, prop(5).txn)), Ping(zxid=5),
+        ]
+        # A learner's forwarded requests go the same way, as one REQUESTS frame.
+        for rid in (7, 8, 9):
+            learner.t.send(ch, Request(2, rid, b"v%d" % rid))
+        await leader.until(lambda: len(leader.received(ch)) == 2)
+        assert leader.received(ch)[1] == Requests(2, ((7, b"v7"), (8, b"v8"), (9, b"v9")))
+        await stop_all(leader, learner)
+
+    run(body)
+
+
+def test_a_burst_of_large_proposals_is_split_into_frames_under_the_limit() -> None:
+    async def body() -> None:
+        leader = Node(1, max_frame=10_000)
+        learner = Node(2, max_frame=10_000)
+        addrs = {1: ("127.0.0.1", await leader.start()), 2: ("127.0.0.1", await learner.start())}
+        leader.t.set_peers(addrs)
+        learner.t.set_peers(addrs)
+        ch = ChannelId(2, 1, 1, 1)
+        learner.t.open(ch)
+        learner.t.send(ch, Ping(zxid=0))
+        await leader.until(lambda: len(leader.received(ch)) == 1)
+        for i in range(1, 21):
+            leader.t.send(ch, prop(i, size=1_000))  # 20 KB in one burst, each 1 KB frame allowed
+        await learner.until(lambda: len(flat(learner.received(ch))) == 20)
+        assert flat(learner.received(ch)) == [prop(i, size=1_000) for i in range(1, 21)]
+        assert 4 <= len(learner.received(ch)) < 20  # several frames, each under the 10 KB limit
+        assert leader.closed() == [] and learner.closed() == []
+        await stop_all(leader, learner)
 
     run(body)
 

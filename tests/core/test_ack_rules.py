@@ -134,3 +134,55 @@ def test_session_touches_reach_the_leaders_shell() -> None:
     assert sent(n.step(TouchSessions((7, 9)))) == [m.Touch((7, 9))]
     leader = Node(1, CFG, DurableState(accepted_epoch=3, current_epoch=3))
     assert [x for x in leader.step(TouchSessions((7,))) if isinstance(x, a.SessionsTouched)] == []  # not leading
+
+
+# -- batch frames: PROPOSALS and REQUESTS are the same as their messages one by one ---------------
+
+
+def test_a_proposals_frame_is_appended_as_one_write_and_acked_once_durable() -> None:
+    one, ch1 = established_follower()
+    batch, ch = established_follower()
+    txns = tuple(m.Txn(Zxid.of(5, c), b"x%d" % c) for c in (1, 2, 3))
+    singles: list[a.Action] = []
+    for t in txns:
+        singles += one.step(Received(ch1, m.Proposal(t)))
+    out = batch.step(Received(ch, m.Proposals(txns)))
+    (w,) = persists(out)
+    assert isinstance(w, a.AppendTxns) and w.txns == txns
+    assert [t for p in persists(singles) for t in p.txns] == list(txns)  # type: ignore[attr-defined]
+    assert sent(out) == []  # nothing acknowledged before the write is durable
+    assert sent(batch.step(Persisted(w.token))) == [m.Ack(Zxid.of(5, 3))]
+    out = batch.step(Received(ch, m.Commit(Zxid.of(5, 3))))
+    assert [d.txn for d in out if isinstance(d, a.Deliver)] == list(txns)
+
+
+def test_a_proposals_frame_with_one_stale_txn_ends_the_iteration_and_appends_none() -> None:
+    n, ch = established_follower()
+    out = n.step(Received(ch, m.Proposals((m.Txn(Zxid.of(5, 1), b"a"), m.Txn(Zxid.of(4, 9), b"stale")))))
+    assert a.Close(ch) in out and n.state == m.PeerState.LOOKING
+    assert persists(out) == [] and n.history.last == Zxid(0)
+
+
+def established_leader() -> tuple[Node, ChannelId]:
+    """Replica 1 leading epoch 4 with replica 2 synced: a quorum of 3."""
+    n = Node(1, CFG, DurableState(accepted_epoch=3, current_epoch=3))
+    n.step(Notified(2, m.Notification(2, m.PeerState.LOOKING, 1, 0, 3, 1)))
+    n.step(Notified(3, m.Notification(3, m.PeerState.LOOKING, 1, 0, 3, 1)))
+    ch = ChannelId(2, 1, 0, 0)
+    n.step(Received(ch, m.FollowerInfo(2, 3, Zxid(0))))
+    n.step(Persisted(1))
+    n.step(Received(ch, m.AckEpoch(3, Zxid(0), True)))
+    n.step(Persisted(2))
+    assert sent(n.step(Received(ch, m.AckNewLeader(4, Zxid(0))))) == [m.UpToDate(Zxid(0))]
+    return n, ch
+
+
+def test_a_requests_frame_is_proposed_as_its_requests_in_order() -> None:
+    pairs = ((7, b"a"), (8, b"b"), (9, b"c"))
+    one, ch1 = established_leader()
+    singles = [x for rid, v in pairs for x in sent(one.step(Received(ch1, m.Request(2, rid, v))))]
+    batch, ch = established_leader()
+    out = sent(batch.step(Received(ch, m.Requests(2, pairs))))
+    assert out == singles == [
+        m.Proposal(m.Txn(Zxid.of(4, i + 1), v, 2, rid)) for i, (rid, v) in enumerate(pairs)
+    ]

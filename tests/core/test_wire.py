@@ -45,11 +45,14 @@ MESSAGES = st.one_of(
     st.builds(m.AckNewLeader, u32, u63),
     st.builds(m.UpToDate, u63),
     st.builds(m.Proposal, txns),
+    st.builds(m.Proposals, st.lists(txns, min_size=1, max_size=5).map(tuple)),
     st.builds(m.Ack, u63),
     st.builds(m.Commit, u63),
     st.builds(m.Inform, st.lists(txns, max_size=5).map(tuple)),
     st.builds(m.Ping, u63),
     st.builds(m.Request, st.integers(-1, 100), u32, st.binary(max_size=64)),
+    st.builds(m.Requests, st.integers(-1, 100),
+              st.lists(st.tuples(u32, st.binary(max_size=64)), max_size=5).map(tuple)),
     st.builds(m.Touch, st.lists(u63, max_size=5).map(tuple)),
 )
 
@@ -62,7 +65,14 @@ def test_every_packet_round_trips(msg: m.Message) -> None:
 
 def test_every_packet_type_is_covered_by_the_round_trip_strategy() -> None:
     tags = {cls.TAG for cls in m.ALL_MESSAGES}
-    assert len(tags) == len(m.ALL_MESSAGES) == 18
+    assert len(tags) == len(m.ALL_MESSAGES) == 20
+
+
+def test_a_requests_frame_with_a_malformed_pair_raises_codec_error() -> None:
+    good = codec.to_wire(m.Requests(2, ((1, b"a"), (2, b"b"))))
+    for bad in ([[1, b"a"], [2]], [[1, "a"]], [[-(2**64), b"a"]], [(1, b"a", 3)], "x"):
+        with pytest.raises(CodecError):
+            codec.from_wire([*good[:3], bad])
 
 
 @given(st.binary(max_size=200))

@@ -64,6 +64,17 @@ def _ints(v: Any) -> tuple[int, ...]:
     return tuple(_int(x) for x in v)
 
 
+def _requests(v: Any) -> tuple[tuple[int, bytes], ...]:
+    if type(v) is not list:
+        raise CodecError("expected a list of [request_id, value] pairs")
+    out = []
+    for p in v:
+        if type(p) is not list or len(p) != 2:
+            raise CodecError("expected a [request_id, value] pair")
+        out.append((_int(p[0]), _bytes(p[1])))
+    return tuple(out)
+
+
 def _enc_txn(t: Txn) -> list[Any]:
     return [t.zxid, t.value, t.origin, t.request_id]
 
@@ -75,11 +86,13 @@ _DECODERS: dict[str, Callable[[Any], Any]] = {
     "Txn": _txn,
     "tuple[Txn, ...]": _txns,
     "tuple[int, ...]": _ints,
+    "tuple[tuple[int, bytes], ...]": _requests,
 }
 _ENCODERS: dict[str, Callable[[Any], Any]] = {
     "Txn": _enc_txn,
     "tuple[Txn, ...]": lambda ts: [_enc_txn(t) for t in ts],
     "tuple[int, ...]": list,
+    "tuple[tuple[int, bytes], ...]": lambda rs: [list(r) for r in rs],
 }
 _ZXID_FIELDS = {"zxid", "last_zxid"}
 

@@ -52,6 +52,7 @@ from zabray.protocol.messages import (
     Ping,
     Proposal,
     Request,
+    Requests,
     Snap,
     Touch,
     Trunc,
@@ -384,6 +385,10 @@ class Leader(Role):
                 self._advance_commit()
         elif t is Request:
             self._request(msg.origin, msg.request_id, msg.value)  # type: ignore[attr-defined]
+        elif t is Requests:
+            origin = msg.origin  # type: ignore[attr-defined]
+            for rid, value in msg.requests:  # type: ignore[attr-defined]
+                self._request(origin, rid, value)
         elif t is Ping:
             pass
         elif t is Touch:

@@ -45,10 +45,12 @@ from zabray.protocol.messages import (
     PeerState,
     Ping,
     Proposal,
+    Proposals,
     Request,
     Snap,
     Touch,
     Trunc,
+    Txn,
     UpToDate,
 )
 from zabray.protocol.role import Role
@@ -107,7 +109,9 @@ class Learner(Role):
         self.heard = n.now
         t = type(msg)
         if t is Proposal:
-            self._on_proposal(msg)  # type: ignore[arg-type]
+            self._on_proposals((msg.txn,))  # type: ignore[attr-defined]
+        elif t is Proposals:
+            self._on_proposals(msg.txns)  # type: ignore[attr-defined]
         elif t is Commit:
             self._on_commit(msg.zxid)  # type: ignore[attr-defined]
         elif t is Ping:
@@ -195,11 +199,13 @@ class Learner(Role):
 
     # -- broadcast -------------------------------------------------------------------------------
 
-    def _on_proposal(self, msg: Proposal) -> None:
-        txn = msg.txn
-        if self.stage < Stage.NEWLEADER or txn.zxid.epoch != self.epoch:
-            raise ProtocolError(f"PROPOSAL {txn.zxid!r} out of place")
-        self._append((txn,))
+    def _on_proposals(self, txns: tuple[Txn, ...]) -> None:
+        """One PROPOSAL or a PROPOSALS frame: every txn checked before any is appended, so a bad
+        one ends the iteration with none of its frame taken (a frame is one unit, as a PROPOSAL is)."""
+        for txn in txns:
+            if self.stage < Stage.NEWLEADER or txn.zxid.epoch != self.epoch:
+                raise ProtocolError(f"PROPOSAL {txn.zxid!r} out of place")
+        self._append(txns)
 
     def on_persisted(self, upto: int) -> None:
         marks = self._marks

@@ -180,6 +180,17 @@ class Proposal(Message):
 
 
 @dataclass(frozen=True, slots=True)
+class Proposals(Message):
+    """Consecutive PROPOSALs in one frame, in zxid order: received, the same as each in turn (the
+    channel is FIFO). The transport packs what a leader proposes in one burst; the core never
+    emits it, and a learner must take it wherever it takes a PROPOSAL."""
+
+    TAG: ClassVar[int] = 37
+    NAME: ClassVar[str] = "PROPOSALS"
+    txns: tuple[Txn, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Ack(Message):
     """Cumulative: every proposal of this epoch through ``zxid`` is durable at the sender."""
 
@@ -227,6 +238,17 @@ class Request(Message):
 
 
 @dataclass(frozen=True, slots=True)
+class Requests(Message):
+    """Consecutive REQUESTs of one learner in one frame: ``(request_id, value)`` pairs in the
+    order they were forwarded, the same at the leader as each REQUEST in turn."""
+
+    TAG: ClassVar[int] = 38
+    NAME: ClassVar[str] = "REQUESTS"
+    origin: int
+    requests: tuple[tuple[int, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Touch(Message):
     """Sessions a learner's clients were heard from; the leader's session tracker expires the rest
     (ZooKeeper piggybacks these on learner pings)."""
@@ -249,13 +271,23 @@ ALL_MESSAGES: tuple[type[Message], ...] = (
     AckNewLeader,
     UpToDate,
     Proposal,
+    Proposals,
     Ack,
     Commit,
     Inform,
     Ping,
     Request,
+    Requests,
     Touch,
 )
+
+
+def unbatch(msg: Proposals | Requests) -> list[Message]:
+    """The PROPOSALs or REQUESTs a batch frame stands for, in order."""
+    if type(msg) is Proposals:
+        return [Proposal(t) for t in msg.txns]
+    assert type(msg) is Requests
+    return [Request(msg.origin, rid, value) for rid, value in msg.requests]
 
 
 fast_inits(globals())  # built on every message or write: see zabray.fastinit

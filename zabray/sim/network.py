@@ -5,7 +5,8 @@ a break; a partition delays traffic across the cut (TCP retransmits) rather than
 holes in it, and the protocol's own timeouts close the channels it stops trusting. Closing
 a channel lets what the closer already sent drain, then tells the peer; what was sent to the
 closer is lost. A crashed replica's outgoing queues keep a random prefix (what reached the
-wire), then close.
+wire), then close. Consecutive PROPOSALs (or REQUESTs) at the head of a queue arrive as one
+PROPOSALS (REQUESTS) frame, as the replicas' transport sends a burst of them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zabray.protocol.events import ChannelId
-from zabray.protocol.messages import Message, Notification
+from zabray.protocol.messages import Message, Notification, Proposal, Proposals, Request, Requests
 
 CLOSE = None  # queue marker: the sender closed the channel
 
@@ -136,7 +137,15 @@ class Network:
 
     def pop_channel(self, ch: ChannelId, receiver: int) -> Message | None:
         c = self.channels[ch]
-        msg = c.to[receiver].popleft()
+        q = c.to[receiver]
+        msg = q.popleft()
+        if (type(msg) is Proposal or type(msg) is Request) and q and type(q[0]) is type(msg):
+            run: list[Any] = [msg]
+            while q and type(q[0]) is type(msg):
+                run.append(q.popleft())
+            if type(msg) is Proposal:
+                return Proposals(tuple(m.txn for m in run))
+            return Requests(msg.origin, tuple((m.request_id, m.value) for m in run))  # type: ignore[union-attr]
         if msg is CLOSE:
             c.closed_by.add(receiver)
             if c.closed_by >= {ch.learner, ch.leader} and not any(c.to.values()):

@@ -597,6 +597,8 @@ def _show(msg: Message) -> str:
             v = fmt(v)
         elif name == "value":
             v = f"<{len(v)} bytes>"
+        elif name == "requests":
+            v = f"<{len(v)} requests>"
         fields.append(f"{name}={v}")
     return f"{msg.NAME}({', '.join(fields)})"
 
