@@ -19,7 +19,7 @@ from zabray.auth import Acceptor, Connector
 from zabray.batching import Outbox
 from zabray.errors import CodecError
 from zabray.framing import FrameDecoder, FrameEncoder, Handshake
-from zabray.protocol.codec import decode
+from zabray.protocol.codec import decode, encode
 from zabray.protocol.events import ChannelId, Event, Notified, Received
 from zabray.protocol.messages import (
     Ack,
@@ -48,6 +48,30 @@ from zabray.protocol.messages import (
 log = logging.getLogger(__name__)
 
 
+class BatchEncoder:
+    """Encodes a connection's held PROPOSALs (as PROPOSALS) or REQUESTs (as REQUESTS); one
+    message alone stays itself. A leader sends the same run of PROPOSALs to every follower, so
+    the last run's bytes are kept: zxids are unique, and a run's ends and length name it."""
+
+    __slots__ = ("_key", "_payload")
+
+    def __init__(self) -> None:
+        self._key: tuple[int, int, int] | None = None
+        self._payload = b""
+
+    def encode(self, msgs: list[Message]) -> bytes:
+        first = msgs[0]
+        if type(first) is Request:  # a learner forwards only its own clients' requests: one origin
+            if len(msgs) == 1:
+                return encode(first)
+            return encode(Requests(first.origin, tuple((m.request_id, m.value) for m in msgs)))  # type: ignore[attr-defined]
+        key = (first.txn.zxid, msgs[-1].txn.zxid, len(msgs))  # type: ignore[attr-defined]
+        if key != self._key:
+            self._key = key
+            self._payload = encode(first if len(msgs) == 1 else Proposals(tuple(m.txn for m in msgs)))  # type: ignore[attr-defined]
+        return self._payload
+
+
 class ConnOwner(Protocol):
     """What a connection needs of its transport."""
 
@@ -56,8 +80,9 @@ class ConnOwner(Protocol):
     max_frame: int
     outbox: Outbox
 
+    batches: BatchEncoder
+
     def emit(self, event: Event) -> None: ...
-    def encode_batch(self, msgs: list[Message]) -> bytes: ...
     def conn_accepted(self, conn: PeerConn) -> None: ...
     def await_challenge(self, conn: PeerConn) -> None: ...
     def conn_handshake(self, conn: PeerConn, payload: bytes) -> None: ...
@@ -228,20 +253,14 @@ class PeerConn(asyncio.Protocol):
     def has_output(self) -> bool:
         return bool(self.batch) or len(self.out) > 0
 
-    def queue(self, msg: Message, size: int, cap: int) -> None:
-        """Hold a PROPOSAL or REQUEST (about ``size`` bytes encoded) for the burst's one frame. The
-        batch goes into the stream at the flush, or ahead of any other message queued after it,
-        so the order on the connection is the order of the sends; no frame exceeds ``cap``."""
-        if self.batch_bytes + size > cap:
-            self.put_batch()
-        self.batch.append(msg)
-        self.batch_bytes += size
-
     def put_batch(self) -> None:
+        """Frame the held PROPOSALs or REQUESTs (``batch``, filled by the transport's ``send``) as
+        one message. Called at the flush and ahead of any other message sent after them, so the
+        order on the connection is the order of the sends."""
         msgs = self.batch
         self.batch = []
         self.batch_bytes = 0
-        self.out.add_payload(self.owner.encode_batch(msgs))
+        self.out.add_payload(self.owner.batches.encode(msgs))
 
     def schedule_flush(self) -> None:
         if not self.flush_scheduled:

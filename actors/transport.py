@@ -48,6 +48,7 @@ from actors.peer_conn import (
     LEADER_TO_LEARNER,
     LEARNER_TO_LEADER,
     PENDING,
+    BatchEncoder,
     PeerConn,
 )
 from zabray.auth import PEER, Acceptor, AuthFailed, Connector, Secret
@@ -67,9 +68,7 @@ from zabray.protocol.messages import (
     Message,
     Notification,
     Proposal,
-    Proposals,
     Request,
-    Requests,
 )
 
 log = logging.getLogger(__name__)
@@ -121,8 +120,7 @@ class PeerTransport:
         self._last_msg: Message | None = None  # messages are immutable: encode each once
         self._last_payload = b""
         self._batch_cap = min(_BATCH_BYTES, max_frame // 2)
-        self._batch_key: tuple[int, int, int] | None = None
-        self._batch_payload = b""
+        self.batches = BatchEncoder()
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by start()
         self._server: asyncio.base_events.Server | None = None
         self._addrs: dict[int, tuple[str, int]] = {}
@@ -270,8 +268,12 @@ class PeerTransport:
         t = type(msg)
         if t is Proposal or t is Request:  # batched: one frame per burst (PROPOSALS, REQUESTS)
             size = len(msg.txn.value if t is Proposal else msg.value) + _BATCH_ENTRY  # type: ignore[attr-defined]
-            if size <= self._batch_cap:
-                conn.queue(msg, size, self._batch_cap)
+            cap = self._batch_cap
+            if size <= cap:  # held for the burst's frame, which never exceeds cap
+                if conn.batch_bytes + size > cap:
+                    conn.put_batch()
+                conn.batch.append(msg)
+                conn.batch_bytes += size
                 conn.schedule_flush()
                 return
         if conn.batch:
@@ -290,20 +292,6 @@ class PeerTransport:
             self._closed_later(conn)
             return
         conn.schedule_flush()
-
-    def encode_batch(self, msgs: list[Message]) -> bytes:
-        """One frame's payload for a connection's held PROPOSALs or REQUESTs (all of one kind)."""
-        first = msgs[0]
-        if type(first) is Request:  # a learner forwards only its own clients' requests: one origin
-            if len(msgs) == 1:
-                return encode(first)
-            return encode(Requests(first.origin, tuple((m.request_id, m.value) for m in msgs)))  # type: ignore[attr-defined]
-        # A leader sends the same run to every follower; zxids are unique, so the ends name the run.
-        key = (first.txn.zxid, msgs[-1].txn.zxid, len(msgs))  # type: ignore[attr-defined]
-        if key != self._batch_key:
-            self._batch_key = key
-            self._batch_payload = encode(first if len(msgs) == 1 else Proposals(tuple(m.txn for m in msgs)))  # type: ignore[attr-defined]
-        return self._batch_payload
 
     def close(self, channel: ChannelId) -> None:
         """End ``channel`` (what is already queued is still written); no event follows."""

@@ -14,7 +14,7 @@ from typing import Any
 import msgpack
 
 from zabray.errors import CodecError
-from zabray.protocol.messages import ALL_MESSAGES, Ack, Commit, Message, Ping, Proposal, Txn
+from zabray.protocol.messages import ALL_MESSAGES, Ack, Commit, Message, Ping, Proposal, Proposals, Txn
 from zabray.protocol.zxid import Zxid
 
 VERSION = 1
@@ -125,20 +125,33 @@ _SPECS = _build_specs()
 _BY_CLASS = {s.cls: s for s in _SPECS.values()}
 
 
-# Fast paths for the broadcast hot path (one PROPOSAL per txn per follower, ACK/COMMIT per batch):
-# the same wire format and the same checks as the generic code, without the per-field dispatch.
-_PROPOSAL, _ACK, _COMMIT, _PING = 30, 31, 32, 34
+# Fast paths for the broadcast hot path (PROPOSALs, alone or in PROPOSALS frames; ACK/COMMIT per
+# batch): the same wire format and the same checks as the generic code, without the per-field
+# dispatch. None sends a frame to the generic code, which raises the precise error.
+_PROPOSAL, _ACK, _COMMIT, _PING, _PROPOSALS = 30, 31, 32, 34, 37
+
+
+def _fast_txn(t: Any) -> Txn | None:
+    if type(t) is list and len(t) == 4:
+        z, v, o, r = t
+        if (type(z) is int and 0 <= z < _U64 and type(v) is bytes and type(o) is int
+                and _INT_MIN <= o < _U64 and type(r) is int and _INT_MIN <= r < _U64):
+            return Txn(Zxid(z), v, o, r)
+    return None
 
 
 def _fast_decode(tag: int, obj: list[Any]) -> Message | None:
     if tag == _PROPOSAL and len(obj) == 3:
-        t = obj[2]
-        if type(t) is list and len(t) == 4:
-            z, v, o, r = t
-            if (type(z) is int and 0 <= z < _U64 and type(v) is bytes and type(o) is int
-                    and _INT_MIN <= o < _U64 and type(r) is int and _INT_MIN <= r < _U64):
-                return Proposal(Txn(Zxid(z), v, o, r))
-        return None
+        txn = _fast_txn(obj[2])
+        return None if txn is None else Proposal(txn)
+    if tag == _PROPOSALS and len(obj) == 3 and type(obj[2]) is list:
+        txns = []
+        for t in obj[2]:
+            txn = _fast_txn(t)
+            if txn is None:
+                return None
+            txns.append(txn)
+        return Proposals(tuple(txns))
     if (tag == _ACK or tag == _COMMIT or tag == _PING) and len(obj) == 3:
         z = obj[2]
         if type(z) is int and 0 <= z < _U64:
@@ -166,7 +179,7 @@ def from_wire(obj: Any) -> Message:
         raise CodecError("a message is an array [version, tag, fields...]")
     if obj[0] != VERSION:
         raise CodecError(f"unsupported codec version {obj[0]!r:.20} (this build speaks {VERSION})")
-    if obj[0] == VERSION and type(obj[1]) is int and 30 <= obj[1] <= 34:
+    if obj[0] == VERSION and type(obj[1]) is int and 30 <= obj[1] <= 37:
         fast = _fast_decode(obj[1], obj)
         if fast is not None:
             return fast
