@@ -60,7 +60,7 @@ from zabray.protocol.events import (
     SnapshotRequested,
     Tick,
 )
-from zabray.protocol.messages import Diff, PeerState, Proposals, Requests, Snap, Trunc, unbatch
+from zabray.protocol.messages import BATCHES, Diff, PeerState, Snap, Trunc, unbatch
 from zabray.protocol.node import Node
 from zabray.wire.four_letter import AdminView, parse_words
 from zabray.wire.zkserver import password_key
@@ -69,7 +69,6 @@ log = logging.getLogger(__name__)
 
 
 _SYNC_TYPES = (Diff, Trunc, Snap)
-_BATCHES = (Proposals, Requests)
 
 
 def advertised_host(bind: str) -> str:
@@ -269,7 +268,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
             self._events.clear()
             return
         faults = self.faults
-        if (faults.gated or faults.crash is not None) and type(event) is Received and type(event.msg) in _BATCHES:
+        if (faults.gated or faults.crash is not None) and type(event) is Received and type(event.msg) in BATCHES:
             # Holds, message rows, planted drops and crash points count messages, not frames.
             for m in unbatch(event.msg):  # type: ignore[arg-type]
                 self._one_step(Received(event.channel, m))

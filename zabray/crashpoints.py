@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from zabray.errors import ConfigError
-from zabray.protocol.messages import ALL_MESSAGES
+from zabray.protocol.messages import ALL_MESSAGES, BATCHES
 
 LEARNER_RECEIVES = ("LEADERINFO", "DIFF", "TRUNC", "SNAP", "NEWLEADER", "UPTODATE", "PROPOSAL", "COMMIT",
                     "INFORM", "PING")
@@ -30,7 +30,7 @@ PERSIST_KIND_OF = {v: k for k, v in PERSIST_KINDS.items()}
 
 def all_points() -> dict[str, str]:
     """Every crash point with a one-line description."""
-    names = [m.NAME for m in ALL_MESSAGES]
+    names = [m.NAME for m in ALL_MESSAGES if m not in BATCHES]
     out: dict[str, str] = {}
     for n in names:
         out[f"recv:{n}"] = f"on receiving {n}, before the core sees it"

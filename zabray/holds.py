@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from zabray.errors import ConfigError
-from zabray.protocol.messages import ALL_MESSAGES, Message, Notification
+from zabray.protocol.messages import ALL_MESSAGES, BATCHES, Message, Notification
 from zabray.protocol.zxid import Zxid, fmt
 
-HOLDABLE: tuple[str, ...] = tuple(m.NAME for m in ALL_MESSAGES if m is not Notification)
+HOLDABLE: tuple[str, ...] = tuple(m.NAME for m in ALL_MESSAGES if m is not Notification and m not in BATCHES)
 """Packet names a hold may name: every channel message."""
 
 

@@ -281,6 +281,9 @@ ALL_MESSAGES: tuple[type[Message], ...] = (
     Touch,
 )
 
+BATCHES: tuple[type[Message], ...] = (Proposals, Requests)
+"""Frames the transport makes of a burst; a replica's holds and crash points see their messages."""
+
 
 def unbatch(msg: Proposals | Requests) -> list[Message]:
     """The PROPOSALs or REQUESTs a batch frame stands for, in order."""
