@@ -305,17 +305,23 @@ def test_a_burst_of_proposals_is_one_frame_and_keeps_its_place_among_other_messa
     run(body)
 
 
+async def small_frames_channel() -> tuple[Node, Node, ChannelId]:
+    """A leader and a learner whose frames hold at most 10,000 bytes, and their open channel."""
+    leader = Node(1, max_frame=10_000)
+    learner = Node(2, max_frame=10_000)
+    addrs = {1: ("127.0.0.1", await leader.start()), 2: ("127.0.0.1", await learner.start())}
+    leader.t.set_peers(addrs)
+    learner.t.set_peers(addrs)
+    ch = ChannelId(2, 1, 1, 1)
+    learner.t.open(ch)
+    learner.t.send(ch, Ping(zxid=0))
+    await leader.until(lambda: len(leader.received(ch)) == 1)
+    return leader, learner, ch
+
+
 def test_a_burst_of_large_proposals_is_split_into_frames_under_the_limit() -> None:
     async def body() -> None:
-        leader = Node(1, max_frame=10_000)
-        learner = Node(2, max_frame=10_000)
-        addrs = {1: ("127.0.0.1", await leader.start()), 2: ("127.0.0.1", await learner.start())}
-        leader.t.set_peers(addrs)
-        learner.t.set_peers(addrs)
-        ch = ChannelId(2, 1, 1, 1)
-        learner.t.open(ch)
-        learner.t.send(ch, Ping(zxid=0))
-        await leader.until(lambda: len(leader.received(ch)) == 1)
+        leader, learner, ch = await small_frames_channel()
         for i in range(1, 21):
             leader.t.send(ch, prop(i, size=1_000))  # 20 KB in one burst, each 1 KB frame allowed
         await learner.until(lambda: len(flat(learner.received(ch))) == 20)
@@ -685,15 +691,7 @@ def test_misuse_raises_config_error() -> None:
 
 def test_oversized_send_closes_the_channel() -> None:
     async def body() -> None:
-        leader = Node(1, max_frame=10_000)
-        learner = Node(2, max_frame=10_000)
-        addrs = {1: ("127.0.0.1", await leader.start()), 2: ("127.0.0.1", await learner.start())}
-        leader.t.set_peers(addrs)
-        learner.t.set_peers(addrs)
-        ch = ChannelId(2, 1, 1, 1)
-        learner.t.open(ch)
-        learner.t.send(ch, Ping(zxid=0))
-        await leader.until(lambda: len(leader.received(ch)) == 1)
+        leader, learner, ch = await small_frames_channel()
         leader.t.send(ch, Commit(Zxid.of(1, 1)))
         leader.t.send(ch, prop(2, size=20_000))
         await leader.until(lambda: leader.closed() == [ch])
