@@ -79,7 +79,6 @@ class ConnOwner(Protocol):
     stats: dict[str, int]
     max_frame: int
     outbox: Outbox
-
     batches: BatchEncoder
 
     def emit(self, event: Event) -> None: ...

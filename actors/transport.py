@@ -74,11 +74,11 @@ from zabray.protocol.messages import (
 log = logging.getLogger(__name__)
 
 _ELECTION_BACKLOG = 1 << 20
+"""Bytes of notifications buffered for one unwritable election connection before new ones drop."""
 _BATCH_BYTES = 1 << 20
 """A PROPOSALS or REQUESTS frame holds at most this much (or half the frame limit): a burst of
 large values still streams in pieces of a bounded size."""
 _BATCH_ENTRY = 64  # a txn's or request's encoding beyond its value, at most
-"""Bytes of notifications buffered for one unwritable election connection before new ones drop."""
 
 class PeerTransport:
     """One replica's TCP endpoint: accepts channels (as leader) and election connections, opens
