@@ -310,9 +310,9 @@ class DataTree:
             result = Result(z, op, rec.session_id, rec.time_ms, None, (), err)
         else:
             changes: list[Change] = []
-            value = self._apply_body(body, z, rec.time_ms, rec.session_id, changes)
+            out = self._apply_body(body, z, rec.time_ms, rec.session_id, changes)
             result = Result(
-                z, _OP_OF[type(body)], rec.session_id, rec.time_ms, value, tuple(changes)
+                z, _OP_OF[type(body)], rec.session_id, rec.time_ms, out, tuple(changes)
             )
         self._last_zxid = z
         self._processor.applied(z)
