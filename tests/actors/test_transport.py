@@ -284,10 +284,7 @@ def test_three_transports_interleaved_channels() -> None:
 def test_a_burst_of_proposals_is_one_frame_and_keeps_its_place_among_other_messages() -> None:
     async def body() -> None:
         leader, learner = await cluster(1, 2)
-        ch = ChannelId(2, 1, 1, 1)
-        learner.t.open(ch)
-        learner.t.send(ch, Ping(zxid=0))
-        await leader.until(lambda: len(leader.received(ch)) == 1)
+        ch = await announced(leader, learner, ChannelId(2, 1, 1, 1))
         for msg in (prop(1), prop(2), Commit(Zxid.of(1, 1)), prop(3), prop(4), prop(5), Ping(zxid=5)):
             leader.t.send(ch, msg)  # one loop turn: one burst
         await learner.until(lambda: len(learner.received(ch)) == 4)
@@ -305,6 +302,14 @@ def test_a_burst_of_proposals_is_one_frame_and_keeps_its_place_among_other_messa
     run(body)
 
 
+async def announced(leader: Node, learner: Node, ch: ChannelId) -> ChannelId:
+    """Open ``ch`` from the learner and wait until the leader has its first packet (a PING)."""
+    learner.t.open(ch)
+    learner.t.send(ch, Ping(zxid=0))
+    await leader.until(lambda: len(leader.received(ch)) == 1)
+    return ch
+
+
 async def small_frames_channel() -> tuple[Node, Node, ChannelId]:
     """A leader and a learner whose frames hold at most 10,000 bytes, and their open channel."""
     leader = Node(1, max_frame=10_000)
@@ -312,10 +317,7 @@ async def small_frames_channel() -> tuple[Node, Node, ChannelId]:
     addrs = {1: ("127.0.0.1", await leader.start()), 2: ("127.0.0.1", await learner.start())}
     leader.t.set_peers(addrs)
     learner.t.set_peers(addrs)
-    ch = ChannelId(2, 1, 1, 1)
-    learner.t.open(ch)
-    learner.t.send(ch, Ping(zxid=0))
-    await leader.until(lambda: len(leader.received(ch)) == 1)
+    ch = await announced(leader, learner, ChannelId(2, 1, 1, 1))
     return leader, learner, ch
 
 
@@ -336,10 +338,7 @@ def test_a_burst_of_large_proposals_is_split_into_frames_under_the_limit() -> No
 def test_large_frames_cross_many_reads() -> None:
     async def body() -> None:
         leader, learner = await cluster(1, 2)
-        ch = ChannelId(2, 1, 1, 1)
-        learner.t.open(ch)
-        learner.t.send(ch, Ping(zxid=0))
-        await leader.until(lambda: len(leader.received(ch)) == 1)
+        ch = await announced(leader, learner, ChannelId(2, 1, 1, 1))
         big = Diff(tuple(Txn(Zxid.of(1, i), bytes([i]) * 100_000) for i in range(1, 41)))  # ~4 MB
         leader.t.send(ch, big)
         leader.t.send(ch, Commit(Zxid.of(1, 40)))
@@ -411,10 +410,7 @@ def test_bad_handshakes_are_refused_and_the_legit_channel_survives() -> None:
     async def body() -> None:
         leader, learner = await cluster(1, 2)
         port = leader.t.port
-        ch = ChannelId(2, 1, 5, 5)
-        learner.t.open(ch)
-        learner.t.send(ch, Ping(zxid=0))
-        await leader.until(lambda: len(leader.received(ch)) == 1)
+        ch = await announced(leader, learner, ChannelId(2, 1, 5, 5))
         ping = frame(encode(Ping(zxid=9)))
         # Every attempt holds the secret: these are the rules a member must follow too.
         attempts = [
@@ -448,10 +444,7 @@ def test_malformed_input_drops_only_that_connection() -> None:
     async def body() -> None:
         leader, learner = await cluster(1, 2)
         port = leader.t.port
-        ch = ChannelId(2, 1, 1, 1)
-        learner.t.open(ch)
-        learner.t.send(ch, Ping(zxid=0))
-        await leader.until(lambda: len(leader.received(ch)) == 1)
+        ch = await announced(leader, learner, ChannelId(2, 1, 1, 1))
 
         # garbage before any handshake
         r, w = await raw_conn(port, b"\x00\x00\x00\x05garbage-garbage" * 10)
@@ -577,10 +570,7 @@ async def resend_until(sender: Node, to: int, receiver: Node, nid: int) -> None:
 def test_block_and_unblock() -> None:
     async def body() -> None:
         leader, learner, other = await cluster(1, 2, 3)
-        ch = ChannelId(2, 1, 1, 1)
-        learner.t.open(ch)
-        learner.t.send(ch, Ping(zxid=0))
-        await leader.until(lambda: len(leader.received(ch)) == 1)
+        ch = await announced(leader, learner, ChannelId(2, 1, 1, 1))
         await resend_until(learner, 1, leader, 1)
         await resend_until(leader, 2, learner, 1)
 
