@@ -44,6 +44,7 @@ from zabray.protocol.actions import (
     Close,
     Committed,
     Deliver,
+    EncodeSnapshot,
     Failed,
     Notify,
     Open,
@@ -57,6 +58,7 @@ from zabray.protocol.events import (
     Event,
     Notified,
     Received,
+    SnapshotEncoded,
     SnapshotRequested,
     Tick,
 )
@@ -69,6 +71,9 @@ log = logging.getLogger(__name__)
 
 
 _SYNC_TYPES = (Diff, Trunc, Snap)
+# Znodes per slice of a snapshot being encoded (``_encode_slice``): about 2 ms of CPU for 1 KB
+# values; a slice also stops at ``zabray.tree.image.SLICE_BYTES``.
+_SNAPSHOT_SLICE = 500
 
 
 def advertised_host(bind: str) -> str:
@@ -114,7 +119,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
         self.stats: dict[str, int] = {"submitted": 0, "committed": 0, "failed": 0, "delivered": 0,
                                       "syncs": 0, "synced_actions": 0, "bad_client_frames": 0,
                                       "client_auth_failures": 0, "zk_requests": 0, "zk_frames_out": 0, "zk_bytes_in": 0,
-                                      "bad_zk_frames": 0}
+                                      "bad_zk_frames": 0, "snapshots_encoded": 0, "snapshot_slices": 0}
         self._auth_logged: set[str] = set()
         self._events: deque[Event] = deque()  # core events waiting for the current step to end
         self._stepping = False
@@ -334,6 +339,8 @@ class ReplicaServer(FaultHooks, GroupCommit):
                 transport.close(a.channel)  # type: ignore[attr-defined]
                 if faults.gated:
                     self.channel_gone(a.channel)  # type: ignore[attr-defined]
+            elif t is EncodeSnapshot:
+                self.loop.call_soon(self._encode_slice, a)  # type: ignore[arg-type]
         if self._pq and not self._flushing and not self._flush_scheduled:
             # After the step's sends are scheduled: a leader's PROPOSAL leaves before its own log
             # write starts (the two proceed in parallel; its own ACK still waits for the sync).
@@ -364,6 +371,19 @@ class ReplicaServer(FaultHooks, GroupCommit):
         if self._snap_due <= 0:
             self._snap_due = self._snapshot_interval()
             self.loop.call_soon(self._step, SnapshotRequested())
+
+    def _encode_slice(self, enc: EncodeSnapshot) -> None:
+        """Encode a slice of a snapshot image per loop turn, so that a large tree never holds the
+        loop (peers, clients, the group commit) for longer than one slice."""
+        if self._stopped or self.fatal is not None or self.node is None or enc.image.stale:
+            return
+        data = enc.image.encode(_SNAPSHOT_SLICE)
+        self.stats["snapshot_slices"] += 1
+        if data is None:
+            self.loop.call_soon(self._encode_slice, enc)
+        else:
+            self.stats["snapshots_encoded"] += 1
+            self._step(SnapshotEncoded(enc.image, enc.zxid, data))
 
     def _snapshot_interval(self) -> int:
         # Spread between half and all of snapshot_every so replicas do not snapshot together.

@@ -1,4 +1,5 @@
-"""The snapshot actor: many snapshots and purges; a restarted replica and a wiped one end with the same tree."""
+"""The snapshot actor: many snapshots and purges; a restarted replica and a wiped one end with the same tree.
+Snapshots of a tree larger than one slice are encoded over several loop turns."""
 
 from __future__ import annotations
 
@@ -21,10 +22,11 @@ def same_tree(ens, n: int = 3) -> bool:
     return len(d) == n and len(set(d.values())) == 1
 
 
-def write_burst(s, tag: str, n: int) -> None:
+def write_burst(s, tag: str, n: int, parent: str = "/snap", size: int = 0) -> None:
+    value = tag.encode() * 10 if not size else b"v" * size
+
     async def go() -> None:
-        await asyncio.gather(*(s.create_async(f"/snap/{tag}-", tag.encode() * 10, sequential=True)
-                               for _ in range(n)))
+        await asyncio.gather(*(s.create_async(f"{parent}/{tag}-", value, sequential=True) for _ in range(n)))
     asyncio.run(go())
 
 
@@ -34,6 +36,8 @@ def test_restart_from_snapshots_and_rebuild_by_snap(start, tmp_path: Path) -> No
     # that dies fail with ConnectionLoss, as in ZooKeeper, and that is not what is tested here.
     s = session_on(ens, ens.wait_for_leader())
     s.create("/snap")
+    s.create("/big")
+    write_burst(s, "big", 1_200, parent="/big", size=1_024)  # a few slices of 500 znodes each
     i = 0
 
     def burst_until_snapshots() -> bool:
@@ -62,4 +66,7 @@ def test_restart_from_snapshots_and_rebuild_by_snap(start, tmp_path: Path) -> No
     wait_until(lambda: same_tree(ens), timeout=60, what="the wiped replica to match")
     st = {d["sid"]: d for d in ens._call("status")}
     assert st[leader]["stats"].get("sent_SNAP", 0) >= 1
+    # The leader (never restarted) encoded each of its snapshots in three slices or more.
+    encoded = st[leader]["stats"]["snapshots_encoded"]
+    assert encoded >= 3 and st[leader]["stats"]["snapshot_slices"] >= 3 * encoded
     s.close()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from zabray.fastinit import fast_inits
 from zabray.protocol.events import ChannelId
 from zabray.protocol.messages import Message, Notification, Txn
+from zabray.protocol.statemachine import SnapshotImage
 from zabray.protocol.zxid import Zxid
 
 
@@ -95,6 +96,18 @@ class InstallSnapshot(Persist):
     token: int
     zxid: Zxid
     state: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class EncodeSnapshot(Action):
+    """Encode ``image``, the delivered state at ``zxid``, and answer with ``SnapshotEncoded``.
+
+    Not a persist: the shell may take its time (in slices between other work, so a large state
+    does not stall the replica), and the core goes on meanwhile. The bytes come back to the core,
+    which persists them as ``PersistSnapshot`` in its token order."""
+
+    image: SnapshotImage
+    zxid: Zxid
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from zabray.fastinit import fast_inits
 from zabray.protocol.messages import Message, Notification
+from zabray.protocol.statemachine import SnapshotImage
+from zabray.protocol.zxid import Zxid
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +85,16 @@ class TouchSessions(Event):
 
 @dataclass(frozen=True, slots=True)
 class SnapshotRequested(Event):
-    """The shell wants a snapshot of the delivered state (answered with ``PersistSnapshot``)."""
+    """The shell wants a snapshot of the delivered state (answered with ``EncodeSnapshot``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotEncoded(Event):
+    """The shell has encoded the image an ``EncodeSnapshot`` asked for: ``data`` is its bytes."""
+
+    image: SnapshotImage
+    zxid: Zxid
+    data: bytes
 
 
 fast_inits(globals())  # built on every message or write: see zabray.fastinit

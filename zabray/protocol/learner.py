@@ -163,7 +163,7 @@ class Learner(Role):
             n.persist(TruncateLog, Zxid(msg.zxid))
         elif isinstance(msg, Snap):
             z = Zxid(msg.zxid)
-            n.app.restore(msg.state)
+            n.restore_app(msg.state)
             n.history.reset(z)
             n.applied = z
             n.persist(InstallSnapshot, z, msg.state)

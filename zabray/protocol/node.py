@@ -25,6 +25,7 @@ from zabray.protocol.actions import (
     Close,
     Committed,
     Deliver,
+    EncodeSnapshot,
     Failed,
     Persist,
     PersistSnapshot,
@@ -37,6 +38,7 @@ from zabray.protocol.events import (
     Notified,
     Persisted,
     Received,
+    SnapshotEncoded,
     SnapshotRequested,
     Submit,
     Tick,
@@ -45,7 +47,7 @@ from zabray.protocol.events import (
 from zabray.protocol.history import History
 from zabray.protocol.messages import PeerState
 from zabray.protocol.protocol_config import ProtocolConfig
-from zabray.protocol.statemachine import StateMachine, ValueLog
+from zabray.protocol.statemachine import SnapshotImage, StateMachine, ValueLog
 from zabray.protocol.zxid import Zxid
 
 if TYPE_CHECKING:
@@ -95,6 +97,7 @@ class Node:
         self.durable_token = 0
         self._held: deque[tuple[int, Action]] = deque()
         self._snapshots: deque[tuple[int, Zxid]] = deque()
+        self._image: SnapshotImage | None = None  # being encoded by the shell (EncodeSnapshot)
         self._out: list[Action] = []
         # Where this incarnation's deliveries resume: a trace reader must know they start after
         # the snapshot, not from the first txn. Emitted with the first step's actions.
@@ -136,6 +139,8 @@ class Node:
             role.on_submit(event.request_id, event.value)
         elif type(event) is SnapshotRequested:
             self._snapshot()
+        elif type(event) is SnapshotEncoded:
+            self._on_snapshot_encoded(event)
         elif type(event) is TouchSessions:
             role.on_touch(event.sessions)
         else:
@@ -220,8 +225,24 @@ class Node:
     # -- snapshots -----------------------------------------------------------------------------
 
     def _snapshot(self) -> None:
-        token = self.persist(PersistSnapshot, self.applied, self.app.snapshot())
-        self._snapshots.append((token, self.applied))
+        """Take an image of the delivered state for the shell to encode; one at a time (a
+        request while one is being encoded is dropped)."""
+        if self._image is not None and not self._image.stale:
+            return
+        self._image = self.app.image()
+        self._out.append(EncodeSnapshot(self._image, self.applied))
+
+    def restore_app(self, state: bytes) -> None:
+        """Replace the delivered state (a SNAP); an image still being encoded is of the old one."""
+        self._image = None
+        self.app.restore(state)
+
+    def _on_snapshot_encoded(self, event: SnapshotEncoded) -> None:
+        if event.image is not self._image or event.image.stale:
+            return  # the state was restored (a SNAP) since the image was taken
+        self._image = None
+        token = self.persist(PersistSnapshot, event.zxid, event.data)
+        self._snapshots.append((token, event.zxid))
 
     def _compact(self, snap_zxid: Zxid) -> None:
         """Keep ``diff_window`` txns below the snapshot for DIFFs; forget older ones."""

@@ -34,7 +34,35 @@ class StateMachine(Protocol):
 
     def snapshot(self) -> bytes: ...
 
+    def image(self) -> SnapshotImage:
+        """The state as of now, for the shell to encode (in slices, if it is large) while
+        txns go on being applied; its bytes are what ``snapshot`` returns now."""
+        ...
+
     def restore(self, data: bytes) -> None: ...
+
+
+class SnapshotImage(Protocol):
+    """A snapshot in the making (``zabray.tree.image`` has the one that takes slices)."""
+
+    stale: bool  # the state was restored since: the image no longer describes it
+
+    def encode(self, budget: int) -> bytes | None:
+        """Encode about ``budget`` more units; the snapshot once complete, ``None`` until then."""
+        ...
+
+
+class EncodedImage:
+    """An image of a small state, encoded when taken."""
+
+    __slots__ = ("data", "stale")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.stale = False
+
+    def encode(self, budget: int) -> bytes | None:
+        return self.data
 
 
 def chain_step(chain: bytes, zxid: int, value: bytes) -> bytes:
@@ -67,6 +95,9 @@ class ValueLog:
 
     def snapshot(self) -> bytes:
         return msgpack.packb([self.zxid, self.count, self.chain])
+
+    def image(self) -> EncodedImage:
+        return EncodedImage(self.snapshot())
 
     def restore(self, data: bytes) -> None:
         try:

@@ -27,6 +27,7 @@ from zabray.protocol.actions import (
     Close,
     Committed,
     Deliver,
+    EncodeSnapshot,
     Failed,
     Notify,
     Open,
@@ -40,6 +41,7 @@ from zabray.protocol.events import (
     Notified,
     Persisted,
     Received,
+    SnapshotEncoded,
     SnapshotRequested,
     Submit,
     Tick,
@@ -50,6 +52,7 @@ from zabray.protocol.protocol_config import ProtocolConfig
 from zabray.protocol.statemachine import ValueLog
 from zabray.protocol.zxid import fmt
 from zabray.sim.checker import Checker
+from zabray.sim.liveness import heal_and_check_liveness
 from zabray.sim.network import CLOSE, Network
 from zabray.sim.options import FAULTS as FAULTS
 from zabray.sim.options import SimOptions as SimOptions
@@ -68,6 +71,7 @@ class SimReplica:
         self.written = 0  # highest token written to the store
         self.synced = 0  # highest token durable
         self.told = 0  # highest token reported to the core
+        self.encoding: EncodeSnapshot | None = None  # a snapshot image being encoded, in slices
         self.last_event = "start"
 
 
@@ -124,6 +128,7 @@ class Simulation:
         app = self.opt.app_factory() if self.opt.app_factory else None
         r.node = factory(sid, self.cfg, durable, incarnation=r.incarnation, app=app)
         r.pending.clear()
+        r.encoding = None
         r.written = r.synced = r.told = 0
         chain = None
         if durable.snapshot is not None and isinstance(r.node.app, ValueLog):
@@ -153,6 +158,7 @@ class Simulation:
             r.store = r.factory(sid)
         r.dirty = False
         r.pending.clear()
+        r.encoding = None
         r.node = None
         self.net.crash(sid)
         self.fault_counts["crash"] += 1
@@ -207,6 +213,8 @@ class Simulation:
             self.net.open(a.channel)  # type: ignore[attr-defined]
         elif t is Close:
             self.net.close(a.channel, sid)  # type: ignore[attr-defined]
+        elif t is EncodeSnapshot:
+            r.encoding = a  # type: ignore[assignment]
         else:
             raise TypeError(f"unknown action {a!r}")
 
@@ -302,6 +310,20 @@ class Simulation:
         r.told = r.synced
         self._step_node(sid, Persisted(r.synced), "durable")
 
+    def _encode(self, sid: int, budget: int) -> None:
+        """One slice of a snapshot image, as a replica's loop encodes it between other work (the
+        tree goes on applying txns meanwhile: the image's copy-on-write must keep it fixed)."""
+        r = self.replicas[sid]
+        enc = r.encoding
+        assert enc is not None
+        if enc.image.stale:  # the core restored a SNAP since and has dropped this image
+            r.encoding = None
+            return
+        data = enc.image.encode(budget)
+        if data is not None:
+            r.encoding = None
+            self._step_node(sid, SnapshotEncoded(enc.image, enc.zxid, data), "snapshot encoded")
+
     def _tick(self) -> None:
         self.ticks += 1
         for sid in sorted(self.alive()):
@@ -393,6 +415,8 @@ class Simulation:
                 choices.append(("fsync", None, sid))
             if r.synced > r.told:
                 choices.append(("tell", None, sid))
+            if r.encoding is not None:
+                choices.append(("encode", None, sid))
         if not choices:
             self._tick()
             return
@@ -403,6 +427,8 @@ class Simulation:
             self._write(sid)
         elif kind == "fsync":
             self._fsync(sid)
+        elif kind == "encode":
+            self._encode(sid, rng.randint(1, 8))
         else:
             self._tell(sid)
 
@@ -435,6 +461,9 @@ class Simulation:
                         yield
                     if r.synced > r.told and r.node is not None:
                         self._tell(sid)
+                        yield
+                    if r.encoding is not None and r.node is not None:
+                        self._encode(sid, 64)
                         yield
                 yield from self._more_micro_steps()
             self._tick()
@@ -512,37 +541,7 @@ class Simulation:
 
     def _check_liveness(self) -> None:
         """Heal everything and restart everyone: a leader must emerge and commit a new write."""
-        self.net.heal()
-        self._log("FINAL: heal all, restart all")
-        for sid in sorted(set(self.replicas) - self.alive()):
-            self._start(sid)
-        deadline = self.ticks + self.opt.liveness_ticks
-        leader = None
-        while self.ticks < deadline and (not self.checker.violations or not self.opt.stop_on_violation):
-            self._calm_round()
-            leader = self._established_leader()
-            if leader is not None:
-                break
-        if leader is None:
-            self.checker.step = self.step_no
-            self.checker._fail("liveness", f"no leader established within {self.opt.liveness_ticks} ticks of healing")
-            return
-        # Like a client: write through the current leader, and try again if that one fails
-        # (not once it committed: then wait for every replica to apply it, even under load).
-        done = False
-        sub: tuple[int, int] | None = None
-        while self.ticks < deadline and not done and (not self.checker.violations or not self.opt.stop_on_violation):
-            leader = self._established_leader()
-            if leader is not None and (sub is None or (sub not in self.pending_requests and sub not in self.committed_at)):
-                sub = (leader, self.next_request)
-                self._submit(leader)
-            self._calm_round()
-            zxid = self.committed_at.get(sub) if sub is not None else None
-            done = zxid is not None and all(
-                r.node is not None and r.node.applied >= zxid for r in self.replicas.values())
-        if not done:
-            self.checker._fail("liveness", f"no write committed on every replica within "
-                               f"{self.opt.liveness_ticks} ticks of healing")
+        heal_and_check_liveness(self)
 
     def _established_leader(self) -> int | None:
         from zabray.protocol.leader import Leader
