@@ -42,6 +42,17 @@ def _load(client: str, hosts: str, op: str, size: int, outstanding: int, seconds
     return dict(fn(hosts, op, size, outstanding, seconds=seconds, warmup=warmup))
 
 
+def _print_ensemble_health(ens: Any, epoch0: int) -> None:
+    """An election during the run would cost writes and fail some: say whether there was one,
+    and how many snapshots the replicas took (encoded in slices, so none stalls a replica)."""
+    st = ens.status()
+    stats = [r.raw.get("stats", {}) for r in st]
+    print(f"zabray during the run: epoch {epoch0} -> {max(r.epoch for r in st)}, "
+          f"replicas up {sum(r.alive for r in st)}/{len(st)}, snapshots "
+          f"{sum(s.get('snapshots_encoded', 0) for s in stats)} "
+          f"({sum(s.get('snapshot_slices', 0) for s in stats)} slices)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
@@ -80,6 +91,7 @@ def main() -> None:
                                  data_dir=str(tmp / "zabray"), run_dir=str(tmp / "runs"))
             try:
                 ens.wait_for_leader()
+                epoch0 = max(r.epoch for r in ens.status())
                 servers = {"zookeeper": azk.hosts, "zabray": ens.connect_string()}
                 for rnd in range(args.rounds):
                     order = ["zookeeper", "zabray"] if rnd % 2 == 0 else ["zabray", "zookeeper"]
@@ -93,6 +105,7 @@ def main() -> None:
                                     print(f"  round {rnd} {client:<5} {op:<8} {out:>5} outstanding  {server:<9} "
                                           f"{r['ops_per_s']:>9,.0f} ops/s  p50 {r['p50_ms']:.2f} ms  "
                                           f"errors {r['errors']}", flush=True)
+                _print_ensemble_health(ens, epoch0)
             finally:
                 ens.stop(wipe=True)
     finally:
