@@ -1,15 +1,28 @@
 """A snapshot is taken in two steps: the core hands the shell an image of the delivered state
 (``EncodeSnapshot``), goes on delivering while the shell encodes it, and persists the bytes the
-shell hands back (``SnapshotEncoded``), unless a SNAP replaced the state in between."""
+shell hands back (``SnapshotEncoded``), unless a SNAP replaced the state in between. A leader's
+SNAP to a learner waits for such an image too, instead of encoding the tree on the spot."""
 
 from __future__ import annotations
 
 import msgpack
 
-from tests.core.test_ack_rules import established_follower, follower_of_1, persists
+from tests.core.test_ack_rules import CFG, established_follower, follower_of_1, persists, sent
 from zabray.protocol import actions as a
 from zabray.protocol import messages as m
-from zabray.protocol.events import Persisted, Received, SnapshotEncoded, SnapshotRequested
+from zabray.protocol.durable import DurableState
+from zabray.protocol.events import (
+    ChannelId,
+    Notified,
+    Persisted,
+    Received,
+    SnapshotEncoded,
+    SnapshotRequested,
+    Submit,
+    Tick,
+)
+from zabray.protocol.node import Node
+from zabray.protocol.statemachine import ValueLog
 from zabray.protocol.zxid import Zxid
 
 
@@ -52,3 +65,63 @@ def test_an_image_taken_before_a_snap_is_never_persisted() -> None:
     assert persists(n.step(SnapshotEncoded(old.image, old.zxid, data))) == []
     (new,) = encodes(n.step(SnapshotRequested()))
     assert new.zxid == Zxid.of(4, 7) and new.image.encode(1) == state
+
+
+def leader_with_a_snapshot() -> Node:
+    """Replica 1, recovered from a snapshot at 3:5 with 3:6 logged after it, electing itself."""
+    log = ValueLog()
+    for c in range(1, 6):
+        log.apply(m.Txn(Zxid.of(3, c), b"v%d" % c))
+    durable = DurableState(accepted_epoch=3, current_epoch=3, snapshot_zxid=Zxid.of(3, 5),
+                           snapshot=log.snapshot(), txns=(m.Txn(Zxid.of(3, 6), b"v6"),))
+    n = Node(1, CFG, durable)
+    n.step(Notified(2, m.Notification(2, m.PeerState.LOOKING, 1, 0, 3, 1)))
+    n.step(Notified(3, m.Notification(3, m.PeerState.LOOKING, 1, 0, 3, 1)))
+    return n
+
+
+def test_a_leader_snaps_a_learner_once_its_image_is_encoded_and_pings_it_meanwhile() -> None:
+    n = leader_with_a_snapshot()
+    ch = ChannelId(2, 1, 0, 0)
+    n.step(Received(ch, m.FollowerInfo(2, 0, Zxid(0))))  # an empty learner: below the leader's snapshot
+    n.step(Persisted(1))
+    out = n.step(Received(ch, m.AckEpoch(0, Zxid(0), True)))
+    (enc,) = encodes(out)
+    assert enc.zxid == Zxid.of(3, 5)
+    assert [x for x in sent(out) if isinstance(x, m.Snap | m.Diff | m.NewLeader)] == []
+    # While the image is being encoded the learner is pinged, so it does not take the leader for dead.
+    pings = [x for _ in range(CFG.ping_interval) for x in sent(n.step(Tick()))]
+    assert pings == [m.Ping(Zxid(0))]
+    data = enc.image.encode(1)
+    assert data is not None
+    out = n.step(SnapshotEncoded(enc.image, enc.zxid, data))
+    assert sent(out) == [m.Snap(Zxid.of(3, 5), data), m.Diff((m.Txn(Zxid.of(3, 6), b"v6"),)),
+                         m.NewLeader(4, Zxid.of(3, 6))]
+    assert persists(out) == []  # an image for a SNAP is not a local snapshot
+
+
+def test_a_snap_carries_on_with_everything_the_leader_proposed_while_its_image_was_encoded() -> None:
+    n = leader_with_a_snapshot()
+    ch2, ch3 = ChannelId(2, 1, 0, 0), ChannelId(3, 1, 0, 0)
+    n.step(Received(ch2, m.FollowerInfo(2, 3, Zxid.of(3, 6))))
+    n.step(Persisted(1))
+    n.step(Received(ch2, m.AckEpoch(3, Zxid.of(3, 6), True)))
+    n.step(Persisted(2))
+    n.step(Received(ch2, m.AckNewLeader(4, Zxid.of(3, 6))))
+    assert n.applied == Zxid.of(3, 6)  # established with replica 2
+    n.step(Received(ch3, m.FollowerInfo(3, 0, Zxid(0))))
+    (enc,) = encodes(n.step(Received(ch3, m.AckEpoch(0, Zxid(0), True))))
+    assert enc.zxid == Zxid.of(3, 6)
+    # A write is proposed (to replica 2 only) and committed while the image is out.
+    out = n.step(Submit(7, b"w"))
+    txn = m.Txn(Zxid.of(4, 1), b"w", 1, 7)
+    assert [x for x in out if isinstance(x, a.Send)] == [a.Send(ch2, m.Proposal(txn))]
+    (append,) = persists(out)
+    n.step(Persisted(append.token))
+    n.step(Received(ch2, m.Ack(Zxid.of(4, 1))))
+    assert n.applied == Zxid.of(4, 1)
+    data = enc.image.encode(1)
+    assert data is not None
+    out = n.step(SnapshotEncoded(enc.image, enc.zxid, data))
+    assert [(x.channel, x.msg) for x in out if isinstance(x, a.Send)] == [
+        (ch3, m.Snap(Zxid.of(3, 6), data)), (ch3, m.Diff((txn,))), (ch3, m.NewLeader(4, Zxid.of(4, 1)))]

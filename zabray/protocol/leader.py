@@ -70,8 +70,9 @@ class Stage(enum.IntEnum):
     INFO = 0  # FOLLOWERINFO received; waiting for e' to be chosen
     EPOCH_SENT = 1  # LEADERINFO sent; waiting for ACKEPOCH
     EPOCH_ACKED = 2  # ACKEPOCH received; waiting to be synced
-    SYNCING = 3  # history + NEWLEADER sent; in the broadcast set
-    ACTIVE = 4  # NEWLEADER acknowledged
+    SNAPPING = 3  # needs a SNAP: waiting for the image of the delivered state to be encoded
+    SYNCING = 4  # history + NEWLEADER sent; in the broadcast set
+    ACTIVE = 5  # NEWLEADER acknowledged
 
 
 class LearnerHandle:
@@ -220,7 +221,6 @@ class Leader(Role):
         n = self.node
         hist = n.history
         lz = h.last_zxid
-        chunk = n.cfg.diff_chunk
         if hist.contains(lz):
             start = lz
         else:
@@ -229,14 +229,33 @@ class Leader(Role):
                 self._send(h, Trunc(floor))  # the learner holds txns we never had: uncommitted
                 start = floor
             else:
-                start = n.applied
-                self._send(h, Snap(start, n.app.snapshot()))
+                # A SNAP: the node's shell encodes an image of the delivered state in slices
+                # (a large tree would stall the leader); ``on_image`` goes on from there.
+                h.stage = Stage.SNAPPING
+                n.request_image()
+                return
+        self._send_history(h, start)
+
+    def _send_history(self, h: LearnerHandle, start: int) -> None:
+        """DIFF everything after ``start``, then NEWLEADER; the learner joins the broadcast set."""
+        hist = self.node.history
+        chunk = self.node.cfg.diff_chunk
         txns = hist.after(start)
         for i in range(0, len(txns), chunk):
             self._send(h, Diff(tuple(txns[i : i + chunk])))
         assert self.epoch is not None
         self._send(h, NewLeader(self.epoch, hist.last))
         h.stage = Stage.SYNCING
+
+    def on_image(self, zxid: Zxid, state: bytes) -> None:
+        """The delivered state at ``zxid`` is encoded: SNAP it to every learner waiting for it,
+        then the history after it (everything proposed meanwhile included)."""
+        # Compaction stays below every image: it follows only snapshots persisted from older ones.
+        assert zxid >= self.node.history.base, f"image {zxid!r} below the history's base"
+        for h in list(self.learners.values()):
+            if h.stage == Stage.SNAPPING:
+                self._send(h, Snap(zxid, state))
+                self._send_history(h, zxid)
 
     def _on_ack_newleader(self, h: LearnerHandle, msg: AckNewLeader) -> None:
         if h.stage != Stage.SYNCING or msg.epoch != self.epoch:
@@ -410,6 +429,12 @@ class Leader(Role):
     def on_tick(self) -> None:
         n = self.node
         cfg = n.cfg
+        if n.now % cfg.ping_interval == 0:
+            # A learner waiting for its SNAP hears from us meanwhile (it answers PING in any
+            # stage), or the image of a large tree could outlast its sync_limit.
+            for h in self.learners.values():
+                if h.stage == Stage.SNAPPING:
+                    n.emit(Send(h.channel, Ping(self.committed)))
         if not self.established:
             if n.now - self.started > cfg.init_limit:
                 n.new_iteration("no quorum synchronized within init_limit")

@@ -98,6 +98,7 @@ class Node:
         self._held: deque[tuple[int, Action]] = deque()
         self._snapshots: deque[tuple[int, Zxid]] = deque()
         self._image: SnapshotImage | None = None  # being encoded by the shell (EncodeSnapshot)
+        self._image_persist = False  # a local snapshot asked for it: persist it when encoded
         self._out: list[Action] = []
         # Where this incarnation's deliveries resume: a trace reader must know they start after
         # the snapshot, not from the first txn. Emitted with the first step's actions.
@@ -225,8 +226,13 @@ class Node:
     # -- snapshots -----------------------------------------------------------------------------
 
     def _snapshot(self) -> None:
-        """Take an image of the delivered state for the shell to encode; one at a time (a
-        request while one is being encoded is dropped)."""
+        self._image_persist = True
+        self.request_image()
+
+    def request_image(self) -> None:
+        """Have the shell encode an image of the delivered state, unless one is being encoded
+        already: a local snapshot and a leader's SNAPs share it (its zxid may then be below
+        ``applied``, which the history after it covers)."""
         if self._image is not None and not self._image.stale:
             return
         self._image = self.app.image()
@@ -235,14 +241,18 @@ class Node:
     def restore_app(self, state: bytes) -> None:
         """Replace the delivered state (a SNAP); an image still being encoded is of the old one."""
         self._image = None
+        self._image_persist = False
         self.app.restore(state)
 
     def _on_snapshot_encoded(self, event: SnapshotEncoded) -> None:
         if event.image is not self._image or event.image.stale:
             return  # the state was restored (a SNAP) since the image was taken
         self._image = None
-        token = self.persist(PersistSnapshot, event.zxid, event.data)
-        self._snapshots.append((token, event.zxid))
+        if self._image_persist:
+            self._image_persist = False
+            token = self.persist(PersistSnapshot, event.zxid, event.data)
+            self._snapshots.append((token, event.zxid))
+        self.role.on_image(event.zxid, event.data)
 
     def _compact(self, snap_zxid: Zxid) -> None:
         """Keep ``diff_window`` txns below the snapshot for DIFFs; forget older ones."""

@@ -10,6 +10,7 @@ from zabray.protocol.messages import Message, Notification
 
 if TYPE_CHECKING:
     from zabray.protocol.node import Node
+    from zabray.protocol.zxid import Zxid
 
 
 class Role:
@@ -35,6 +36,9 @@ class Role:
 
     def on_touch(self, sessions: tuple[int, ...]) -> None:
         """Session liveness: dropped unless a leader (or a learner with a leader) is there."""
+
+    def on_image(self, zxid: Zxid, state: bytes) -> None:
+        """An image of the delivered state at ``zxid`` is encoded (only a leader waits for one)."""
 
     def forget_request(self, request_id: int) -> None:
         """The request committed and was answered; it is no longer in doubt."""
