@@ -22,6 +22,7 @@ from zabray.protocol.events import (
     Tick,
 )
 from zabray.protocol.node import Node
+from zabray.protocol.protocol_config import ProtocolConfig
 from zabray.protocol.statemachine import ValueLog
 from zabray.protocol.zxid import Zxid
 
@@ -67,14 +68,14 @@ def test_an_image_taken_before_a_snap_is_never_persisted() -> None:
     assert new.zxid == Zxid.of(4, 7) and new.image.encode(1) == state
 
 
-def leader_with_a_snapshot() -> Node:
+def leader_with_a_snapshot(**config: int) -> Node:
     """Replica 1, recovered from a snapshot at 3:5 with 3:6 logged after it, electing itself."""
     log = ValueLog()
     for c in range(1, 6):
         log.apply(m.Txn(Zxid.of(3, c), b"v%d" % c))
     durable = DurableState(accepted_epoch=3, current_epoch=3, snapshot_zxid=Zxid.of(3, 5),
                            snapshot=log.snapshot(), txns=(m.Txn(Zxid.of(3, 6), b"v6"),))
-    n = Node(1, CFG, durable)
+    n = Node(1, ProtocolConfig(voters=CFG.voters, **config), durable)
     n.step(Notified(2, m.Notification(2, m.PeerState.LOOKING, 1, 0, 3, 1)))
     n.step(Notified(3, m.Notification(3, m.PeerState.LOOKING, 1, 0, 3, 1)))
     return n
@@ -125,3 +126,37 @@ def test_a_snap_carries_on_with_everything_the_leader_proposed_while_its_image_w
     out = n.step(SnapshotEncoded(enc.image, enc.zxid, data))
     assert [(x.channel, x.msg) for x in out if isinstance(x, a.Send)] == [
         (ch3, m.Snap(Zxid.of(3, 6), data)), (ch3, m.Diff((txn,))), (ch3, m.NewLeader(4, Zxid.of(4, 1)))]
+
+
+def test_a_state_larger_than_snap_chunk_goes_in_parts_and_is_restored_whole() -> None:
+    n = leader_with_a_snapshot(snap_chunk=10)
+    ch = ChannelId(2, 1, 0, 0)
+    n.step(Received(ch, m.FollowerInfo(2, 0, Zxid(0))))
+    n.step(Persisted(1))
+    (enc,) = encodes(n.step(Received(ch, m.AckEpoch(0, Zxid(0), True))))
+    data = enc.image.encode(1)
+    assert data is not None and len(data) > 20
+    snaps = [x for x in sent(n.step(SnapshotEncoded(enc.image, enc.zxid, data))) if isinstance(x, m.Snap)]
+    assert len(snaps) == -(-len(data) // 10) and all(len(s.state) <= 10 for s in snaps)
+    assert [s.last for s in snaps] == [False] * (len(snaps) - 1) + [True]
+    assert b"".join(s.state for s in snaps) == data
+    # The learner takes the parts in and restores the state only once the last has come.
+    f, fch = follower_of_1()
+    f.step(Received(fch, m.LeaderInfo(4)))
+    f.step(Persisted(1))
+    for s in snaps[:-1]:
+        assert persists(f.step(Received(fch, s))) == []
+    assert f.applied == Zxid(0)
+    (install,) = persists(f.step(Received(fch, snaps[-1])))
+    assert isinstance(install, a.InstallSnapshot) and install.state == data
+    assert f.applied == Zxid.of(3, 5) and f.app.snapshot() == data
+
+
+def test_anything_but_the_next_part_inside_a_snap_in_parts_ends_the_iteration() -> None:
+    for intruder in (m.Diff(()), m.Snap(Zxid.of(3, 6), b"other"), m.NewLeader(4, Zxid(0))):
+        f, fch = follower_of_1()
+        f.step(Received(fch, m.LeaderInfo(4)))
+        f.step(Persisted(1))
+        f.step(Received(fch, m.Snap(Zxid.of(3, 5), b"part", False)))
+        out = f.step(Received(fch, intruder))
+        assert a.Close(fch) in out and f.state == m.PeerState.LOOKING, intruder

@@ -252,9 +252,12 @@ class Leader(Role):
         then the history after it (everything proposed meanwhile included)."""
         # Compaction stays below every image: it follows only snapshots persisted from older ones.
         assert zxid >= self.node.history.base, f"image {zxid!r} below the history's base"
+        size = self.node.cfg.snap_chunk
+        parts = [Snap(zxid, state[i : i + size], i + size >= len(state)) for i in range(0, len(state), size)]
         for h in list(self.learners.values()):
             if h.stage == Stage.SNAPPING:
-                self._send(h, Snap(zxid, state))
+                for part in parts or [Snap(zxid, state)]:
+                    self._send(h, part)
                 self._send_history(h, zxid)
 
     def _on_ack_newleader(self, h: LearnerHandle, msg: AckNewLeader) -> None:

@@ -81,6 +81,8 @@ class Learner(Role):
         self.last_acked: Zxid = ZERO
         self._marks: deque[tuple[int, Zxid]] = deque()
         self._forwarded: set[int] = set()
+        self._snap_parts: list[bytes] = []  # a SNAP's parts so far, all of ``_snap_zxid``
+        self._snap_zxid = -1
         node.set_state(PeerState.OBSERVING if self.observer else PeerState.FOLLOWING, leader,
                        node.current_epoch)
         node.emit(Open(self.channel))
@@ -154,6 +156,8 @@ class Learner(Role):
         n = self.node
         if self.stage != Stage.EPOCH_ACKED:
             raise ProtocolError(f"{msg.NAME} outside synchronization")
+        if self._snap_parts and not (isinstance(msg, Snap) and msg.zxid == self._snap_zxid):
+            raise ProtocolError(f"{msg.NAME} inside a SNAP of {Zxid(self._snap_zxid)!r} sent in parts")
         if isinstance(msg, Diff):
             self._append(msg.txns)
         elif isinstance(msg, Trunc):
@@ -162,11 +166,17 @@ class Learner(Role):
             n.history.truncate(msg.zxid)
             n.persist(TruncateLog, Zxid(msg.zxid))
         elif isinstance(msg, Snap):
+            if not msg.last:
+                self._snap_parts.append(msg.state)
+                self._snap_zxid = msg.zxid
+                return
+            state = b"".join([*self._snap_parts, msg.state]) if self._snap_parts else msg.state
+            self._snap_parts = []
             z = Zxid(msg.zxid)
-            n.restore_app(msg.state)
+            n.restore_app(state)
             n.history.reset(z)
             n.applied = z
-            n.persist(InstallSnapshot, z, msg.state)
+            n.persist(InstallSnapshot, z, state)
             n.trace(trace.SnapshotInstalled(z.epoch, z))
 
     def _append(self, txns: tuple) -> None:  # type: ignore[type-arg]
@@ -179,7 +189,7 @@ class Learner(Role):
 
     def _on_newleader(self, msg: NewLeader) -> None:
         n = self.node
-        if self.stage != Stage.EPOCH_ACKED or msg.epoch != self.epoch:
+        if self.stage != Stage.EPOCH_ACKED or msg.epoch != self.epoch or self._snap_parts:
             raise ProtocolError("NEWLEADER out of order")
         if msg.zxid != n.history.last:
             raise ProtocolError(f"NEWLEADER at {Zxid(msg.zxid)!r} but synced to {n.history.last!r}")

@@ -131,12 +131,16 @@ class Trunc(Message):
 
 @dataclass(frozen=True, slots=True)
 class Snap(Message):
-    """Replace the learner's state with the leader's state as of ``zxid`` (all committed)."""
+    """Replace the learner's state with the leader's state as of ``zxid`` (all committed).
+
+    A state larger than ``snap_chunk`` comes in parts, in order, one frame each: every part but
+    the last has ``last=False``, and the learner restores the state once the last arrives."""
 
     TAG: ClassVar[int] = 22
     NAME: ClassVar[str] = "SNAP"
     zxid: int
     state: bytes
+    last: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,8 @@ class ProtocolConfig:
     """Txns kept in memory below the newest snapshot so a lagging learner gets a DIFF, not a SNAP."""
     diff_chunk: int = 1000
     """Txns per DIFF message."""
+    snap_chunk: int = 16 << 20
+    """Bytes per SNAP message: a larger state goes in parts (a frame holds at most 64 MiB)."""
     members: frozenset[int] = field(init=False)
     quorum: int = field(init=False)
 
@@ -41,7 +43,7 @@ class ProtocolConfig:
         if self.voters & self.observers:
             raise ConfigError(f"observers: {sorted(self.voters & self.observers)} are also voters")
         for name in ("init_limit", "sync_limit", "ping_interval", "finalize_wait", "election_resend",
-                     "max_outstanding", "diff_chunk"):
+                     "max_outstanding", "diff_chunk", "snap_chunk"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}: must be at least 1, got {getattr(self, name)}")
         if self.diff_window < 0:

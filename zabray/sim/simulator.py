@@ -90,6 +90,8 @@ class Simulation:
             init_limit=10, sync_limit=5, ping_interval=1, finalize_wait=1, election_resend=2,
             election_resend_max=8, max_outstanding=self.rng.choice([1, 3, 10, 50]),
             diff_window=self.rng.choice([0, 2, 10, 1000]), diff_chunk=self.rng.choice([1, 3, 100]),
+            # SNAPs in parts as well as whole (from the seed: the rng's sequence stays as it was).
+            snap_chunk=(16, 200, 1 << 24)[seed % 3],
         )
         params.update(opt.config)
         self.cfg = ProtocolConfig(voters=voters, observers=observers, **params)
