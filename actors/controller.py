@@ -162,6 +162,14 @@ class EnsembleController:
             return {}
         return await self.snapshotter.stats.remote()
 
+    async def tree_digests(self) -> dict[int, tuple[str, int]]:
+        """(tree digest, last zxid) of every live replica of the ZooKeeper service (each walks
+        its whole tree: for comparing replicas, not for polling)."""
+        sids = [s for s in self.members if s in self.handles and s not in self.paused]
+        got = await asyncio.gather(*(asyncio.wait_for(self.handles[s].tree_digest.remote(), 60) for s in sids),
+                                   return_exceptions=True)
+        return {s: (str(d[0]), int(d[1])) for s, d in zip(sids, got, strict=True) if isinstance(d, (tuple, list))}
+
     async def snapshot(self, sid: int) -> dict[str, int]:
         """Ask replica ``sid`` for a snapshot now (the snapshot actor's and tests' passthrough)."""
         self._check(sid)

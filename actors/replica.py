@@ -464,6 +464,15 @@ class ReplicaServer(FaultHooks, GroupCommit):
             received=self.stats["zk_requests"], sent=self.stats["zk_frames_out"], sessions=sessions, config=safe_config(self.cfg), environment=environment(),
             clients=sorted(c.describe() for c in self._zk_clients))
 
+    def tree_digest(self) -> tuple[str, int] | None:
+        """(digest of the whole data tree, its last zxid) for the ZooKeeper service, else None.
+        It walks the tree on this replica's loop (a second for 100,000 1 KB znodes): for tests
+        and checks that compare replicas, never for polling."""
+        if self.zk is None:
+            return None
+        tree = self.zk.svc.tree
+        return tree.digest(), tree.last_zxid
+
     def request_snapshot(self) -> dict[str, int]:
         """Take a snapshot of the delivered state now (the snapshot actor calls this)."""
         if self.node is not None and self.fatal is None:
@@ -511,6 +520,9 @@ class ReplicaActor:
 
     async def request_snapshot(self) -> dict[str, int]:
         return self.server.request_snapshot()
+
+    async def tree_digest(self) -> tuple[str, int] | None:
+        return self.server.tree_digest()
 
     async def history(self, after: int = 0) -> list[tuple[int, str]]:
         return self.server.history(after)

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.ray
 
 
 def digests(ens) -> dict[int, tuple[str, int]]:
-    return {d["sid"]: (d["zk"]["digest"], d["zk"]["last_zxid"]) for d in ens._call("status") if d.get("zk")}
+    return {int(s): (d, z) for s, (d, z) in ens._call("tree_digests").items()}
 
 
 def same_tree(ens, n: int = 3) -> bool:

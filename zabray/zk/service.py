@@ -211,7 +211,9 @@ class ZkService:
         return out
 
     def status(self) -> dict[str, Any]:
-        return {"digest": self.tree.digest(), "last_zxid": self.tree.last_zxid, "znodes": len(self.tree),
+        """Counters only, nothing that walks the tree: status is polled (the driver, the snapshot
+        actor, ``zabray status``) and runs on the replica's loop. ``tree.digest()`` walks it."""
+        return {"last_zxid": self.tree.last_zxid, "znodes": len(self.tree),
                 "sessions": len(self.tree.sessions()), "connected": len(self.by_session),
                 "tracking": None if self.tracker is None else len(self.tracker), **self.stats}
 
