@@ -91,7 +91,9 @@ class Simulation:
             election_resend_max=8, max_outstanding=self.rng.choice([1, 3, 10, 50]),
             diff_window=self.rng.choice([0, 2, 10, 1000]), diff_chunk=self.rng.choice([1, 3, 100]),
             # SNAPs in parts as well as whole (from the seed: the rng's sequence stays as it was).
-            snap_chunk=(16, 200, 1 << 24)[seed % 3],
+            # A data tree's state is kilobytes: its parts are larger, so that a SNAP stays a few
+            # messages and can arrive within init_limit, as 16 MiB parts of a real tree do.
+            snap_chunk=(16, 200, 1 << 24)[seed % 3] if opt.app_factory is None else (512, 2048, 1 << 24)[seed % 3],
         )
         params.update(opt.config)
         self.cfg = ProtocolConfig(voters=voters, observers=observers, **params)
