@@ -85,13 +85,16 @@ class JuteClient(asyncio.Protocol):
         self.transport.write(zp.encode_request(self.xid, op, body))
         return fut
 
-    async def writes(self, n: int) -> None:
-        hdr, _ = zp.decode_reply(await self.request(zp.OpCode.SET_DATA, zp.SetDataRequest("/b", VALUE, -1)),
-                                 zp.OpCode.SET_DATA)
+    async def writes(self, n: int, op: str = "setData") -> None:
+        """``n`` setData of /b, or ``n`` sequential creates under /b (as benchmarks/zkload does)."""
+        code = zp.OpCode.SET_DATA if op == "setData" else zp.OpCode.CREATE
+        acl = (zp.ACL(zp.Perm.ALL, zp.Id("world", "anyone")),)
+        req = zp.SetDataRequest("/b", VALUE, -1) if op == "setData" else zp.CreateRequest("/b/n-", VALUE, acl, 2)
+        hdr, _ = zp.decode_reply(await self.request(code, req), code)
         if hdr.err:
-            raise RuntimeError(f"setData failed: error {hdr.err}")
+            raise RuntimeError(f"{op} failed: error {hdr.err}")
         for _ in range(n - 1):
-            await self.request(zp.OpCode.SET_DATA, zp.SetDataRequest("/b", VALUE, -1))
+            await self.request(code, req)
 
 
 async def _ensemble(args: argparse.Namespace, base: str) -> tuple[dict[int, ReplicaServer], dict[int, Any], Secret]:
@@ -134,7 +137,7 @@ async def one_run(args: argparse.Namespace, profile: cProfile.Profile | None) ->
             await client.request(zp.OpCode.CREATE, zp.CreateRequest("/b", b"", acl, 0))
 
             async def load(k: int) -> None:
-                await asyncio.gather(*(client.writes(k) for _ in range(args.in_flight)))
+                await asyncio.gather(*(client.writes(k, args.op) for _ in range(args.in_flight)))
         else:
             bc = EnsembleClient("cpu", {s: tuple(i["client"]) for s, i in infos.items()}, secret=secret)
 
@@ -184,6 +187,8 @@ def main() -> int:
     ap.add_argument("--path", choices=["service", "broadcast"], default="service")
     ap.add_argument("--via", choices=["follower", "leader"], default="follower",
                     help="the replica the ZooKeeper client is connected to (service path)")
+    ap.add_argument("--op", choices=["setData", "create"], default="setData",
+                    help="the service path's write: setData of one znode, or sequential creates")
     ap.add_argument("--in-flight", type=int, default=1000)
     ap.add_argument("--writes", type=int, default=20000, help="timed writes per run")
     ap.add_argument("--runs", type=int, default=3)
@@ -200,7 +205,7 @@ def main() -> int:
           f"one thread")
     print(f"zabray: {args.path} path, 3 replicas, config {args.config or 'configs/local.yaml'} (fsync {args.fsync}, "
           f"trace {args.trace}, auth on); {len(VALUE)} B values, {args.in_flight} in flight"
-          + (f" via a {args.via}" if args.path == "service" else "") + f", {args.writes} writes per run")
+          + (f" via a {args.via}, {args.op}" if args.path == "service" else "") + f", {args.writes} writes per run")
     cpus = []
     for i in range(args.runs):
         cpus.append(uvloop.run(one_run(args, None)))
