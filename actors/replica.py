@@ -71,8 +71,8 @@ log = logging.getLogger(__name__)
 
 
 _SYNC_TYPES = (Diff, Trunc, Snap)
-# Znodes per slice of a snapshot being encoded (``_encode_slice``): about 2 ms of CPU for 1 KB
-# values; a slice also stops at ``zabray.tree.image.SLICE_BYTES``.
+# Znodes per slice of a snapshot being encoded (``_encode_slice``): 2-4 ms of CPU for 1 KB values
+# on this project's 2-core machine; a slice also stops at ``zabray.tree.image.SLICE_BYTES``.
 _SNAPSHOT_SLICE = 500
 
 
@@ -466,8 +466,8 @@ class ReplicaServer(FaultHooks, GroupCommit):
 
     def tree_digest(self) -> tuple[str, int] | None:
         """(digest of the whole data tree, its last zxid) for the ZooKeeper service, else None.
-        It walks the tree on this replica's loop (a second for 100,000 1 KB znodes): for tests
-        and checks that compare replicas, never for polling."""
+        It walks every znode on this replica's loop, which takes seconds for a large tree: for
+        tests and checks that compare replicas, never for polling."""
         if self.zk is None:
             return None
         tree = self.zk.svc.tree
