@@ -15,9 +15,12 @@ from typing import Any
 import yaml
 
 from zabray.errors import ConfigError
+from zabray.framing import DEFAULT_MAX_FRAME
 from zabray.protocol.protocol_config import ProtocolConfig
 from zabray.wire.four_letter import parse_words
 
+SNAP_CHUNK_MAX = DEFAULT_MAX_FRAME // 2
+"""A SNAP part plus its message header must fit one peer frame with room to spare."""
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "local.yaml"
 
 
@@ -34,6 +37,9 @@ class EnsembleConfig:
     max_outstanding: int = 1000
     diff_window: int = 100_000
     diff_chunk: int = 1000
+    snap_chunk: int = 16 << 20
+    """Bytes per SNAP message: a larger state goes to a learner in parts, each under half the
+    64 MiB peer frame limit (at most 32 MiB)."""
     fsync: bool = True
     """False skips fdatasync: faster, and acknowledged writes may be lost on a power cut."""
     snapshot_every: int = 100_000
@@ -157,6 +163,9 @@ class EnsembleConfig:
                 out.append(f"config key {name!r} must be 0 (pick free ports) or a base port below 65000")
         if self.diff_window < 0:
             out.append("config key 'diff_window' must be >= 0")
+        if not 1024 <= self.snap_chunk <= SNAP_CHUNK_MAX:
+            out.append(f"config key 'snap_chunk' must be between 1024 and {SNAP_CHUNK_MAX} bytes "
+                       f"(half the peer frame limit), got {self.snap_chunk}")
         if self.sync_limit <= self.ping_interval and self.sync_limit >= 1:
             out.append("config key 'sync_limit' must exceed 'ping_interval', or every learner looks dead")
         if self.service not in ("broadcast", "zookeeper"):
@@ -192,6 +201,7 @@ class EnsembleConfig:
             ping_interval=self.ping_interval, finalize_wait=self.finalize_wait,
             election_resend=self.election_resend, election_resend_max=self.election_resend_max,
             max_outstanding=self.max_outstanding, diff_window=self.diff_window, diff_chunk=self.diff_chunk,
+            snap_chunk=self.snap_chunk,
         )
 
     def to_dict(self) -> dict[str, Any]:
