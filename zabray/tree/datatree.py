@@ -390,7 +390,8 @@ class DataTree:
             self._image.keep(ppath, parent)
         self._nodes[path] = node
         parent.children.add(name_of(path))
-        parent.stat = replace(pst, cversion=b.parent_cversion, pzxid=z, num_children=pst.num_children + 1)
+        parent.stat = Stat(pst.czxid, pst.mzxid, pst.ctime, pst.mtime, pst.version, b.parent_cversion,
+                           pst.aversion, pst.ephemeral_owner, pst.data_length, pst.num_children + 1, z)
         changes.append(Change(path, EventType.CREATED, node.acl))
         changes.append(Change(ppath, EventType.CHILD, parent.acl))
         return (path, client_stat(node.stat)) if b.stat else path
@@ -407,7 +408,8 @@ class DataTree:
         del self._nodes[path]
         parent.children.discard(name_of(path))
         pst = parent.stat
-        parent.stat = replace(pst, pzxid=z, num_children=pst.num_children - 1)
+        parent.stat = Stat(pst.czxid, pst.mzxid, pst.ctime, pst.mtime, pst.version, pst.cversion,
+                           pst.aversion, pst.ephemeral_owner, pst.data_length, pst.num_children - 1, z)
         owner = node.stat.ephemeral_owner
         if owner:
             owned = self._ephemerals.get(owner)

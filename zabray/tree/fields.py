@@ -13,7 +13,7 @@ import msgpack
 from zabray.errors import CorruptionError, ZabError
 from zabray.tree.errors import BadArgumentsError
 from zabray.tree.records import OpCode
-from zabray.tree.znode import ACL, AuthId
+from zabray.tree.znode import ACL, OPEN_ACL, AuthId
 
 I64 = 1 << 63
 U64 = 1 << 64
@@ -22,6 +22,7 @@ I32 = 1 << 31
 
 OPCODE_OF: dict[int, OpCode] = {int(c): c for c in OpCode}  # ``OpCode(v)`` without the enum call
 SET_DATA = int(OpCode.SET_DATA)
+_OPEN_ROW = list(OPEN_ACL[0])
 
 
 class Fields:
@@ -62,6 +63,10 @@ class Fields:
         return v
 
     def acl(self, v: Any) -> tuple[ACL, ...]:
+        if type(v) is list and len(v) == 1:  # nearly every znode's ACL: world:anyone, all perms
+            e = v[0]
+            if type(e) is list and e == _OPEN_ROW and type(e[0]) is int:  # (31.0 == 31: the type check)
+                return OPEN_ACL
         out = []
         for e in self.list_(v, "acl"):
             e = self.list_(e, "acl entry", 3)

@@ -338,7 +338,8 @@ class RequestProcessor:
         if kind_of(parent.ephemeral_owner) is Kind.EPHEMERAL:
             raise NoChildrenForEphemeralsError(f"{path}: parent {ppath} is ephemeral", path=ppath)
         cversion = parent.cversion + 1
-        s.nodes[ppath] = replace(parent, cversion=cversion, num_children=parent.num_children + 1)
+        s.nodes[ppath] = NodeView(parent.version, cversion, parent.ephemeral_owner, parent.num_children + 1,
+                                  parent.aversion, parent.acl, parent.mtime)
         s.nodes[path] = NodeView(0, 0, owner, 0, 0, acl, self.time_ms)
         return CreateTxn(path, op.data, owner, cversion, acl, op.stat)
 

@@ -175,17 +175,15 @@ class Record:
                 return
             except struct.error:
                 pass  # a value out of range: the field-by-field path names it
-        # A record may carry fields past its table (ConnectRequest's optional read-only flag),
-        # written by its own ``write``: so zip stops at the table's end.
-        for name, t in zip(_names(cls), self.FIELDS, strict=False):
-            _write(w, t, getattr(self, name))
+        for name, write in _writers(cls):
+            write(w, getattr(self, name))
 
     @classmethod
     def read(cls: type[R], r: Reader) -> R:
         fixed = _fixed(cls)
         if fixed is not None:
             return cls(*r.unpack(fixed))
-        return cls(*[_read(r, t) for t in cls.FIELDS])
+        return cls(*[read(r) for read in _readers(cls)])
 
     @classmethod
     def decode(cls: type[R], data: bytes | bytearray | memoryview) -> R:
@@ -223,42 +221,65 @@ def _names(cls: type) -> tuple[str, ...]:
     return names
 
 
-def _write(w: Writer, t: Any, v: Any) -> None:
-    if isinstance(t, str):
-        if t == "int":
-            w.int32(v)
-        elif t == "long":
-            w.int64(v)
-        elif t == "bool":
-            w.boolean(v)
-        elif t == "buffer":
-            w.buffer(v)
-        elif t == "ustring":
-            w.ustring(v)
-        else:  # pragma: no cover - a typo in a FIELDS table
-            raise TypeError(f"unknown jute type {t!r}")
-    elif isinstance(t, tuple):
-        inner = t[1]
-        w.vector(v, lambda ww, x: _write(ww, inner, x))
-    else:
-        v.write(w)
+_WRITERS: dict[type, tuple[tuple[str, Callable[[Writer, Any], None]], ...]] = {}
+_READERS: dict[type, tuple[Callable[[Reader], Any], ...]] = {}
+_WRITE_OF: dict[str, Callable[[Writer, Any], None]] = {
+    "int": Writer.int32, "long": Writer.int64, "bool": Writer.boolean, "buffer": Writer.buffer,
+    "ustring": Writer.ustring,
+}
+_READ_OF: dict[str, Callable[[Reader], Any]] = {
+    "int": Reader.int32, "long": Reader.int64, "bool": Reader.boolean, "buffer": Reader.buffer,
+    "ustring": Reader.ustring,
+}
 
 
-def _read(r: Reader, t: Any) -> Any:
+def _writers(cls: type) -> tuple[tuple[str, Callable[[Writer, Any], None]], ...]:
+    """Each field's name and writer, resolved from ``FIELDS`` once per class rather than
+    dispatched on its type name per value (a create request's ACLs are three records deep).
+    A record may carry fields past its table (ConnectRequest's optional read-only flag),
+    written by its own ``write``: so the table's end is the end."""
+    ws = _WRITERS.get(cls)
+    if ws is None:
+        table: tuple[Any, ...] = getattr(cls, "FIELDS", ())
+        ws = _WRITERS[cls] = tuple(zip(_names(cls), map(_writer, table), strict=False))
+    return ws
+
+
+def _readers(cls: type) -> tuple[Callable[[Reader], Any], ...]:
+    rs = _READERS.get(cls)
+    if rs is None:
+        rs = _READERS[cls] = tuple(map(_reader, getattr(cls, "FIELDS", ())))
+    return rs
+
+
+def _writer(t: Any) -> Callable[[Writer, Any], None]:
     if isinstance(t, str):
-        if t == "int":
-            return r.int32()
-        if t == "long":
-            return r.int64()
-        if t == "bool":
-            return r.boolean()
-        if t == "buffer":
-            return r.buffer()
-        if t == "ustring":
-            return r.ustring()
-        raise TypeError(f"unknown jute type {t!r}")  # pragma: no cover
+        try:
+            return _WRITE_OF[t]
+        except KeyError:  # pragma: no cover - a typo in a FIELDS table
+            raise TypeError(f"unknown jute type {t!r}") from None
     if isinstance(t, tuple):
-        inner = t[1]
-        items = r.vector(lambda rr: _read(rr, inner))
-        return None if items is None else tuple(items)
-    return t.read(r)
+        inner = _writer(t[1])
+        return lambda w, v: w.vector(v, inner)
+    return _write_record
+
+
+def _write_record(w: Writer, v: Record) -> None:
+    v.write(w)
+
+
+def _reader(t: Any) -> Callable[[Reader], Any]:
+    if isinstance(t, str):
+        try:
+            return _READ_OF[t]
+        except KeyError:  # pragma: no cover
+            raise TypeError(f"unknown jute type {t!r}") from None
+    if isinstance(t, tuple):
+        inner = _reader(t[1])
+
+        def vector(r: Reader) -> tuple[Any, ...] | None:
+            items = r.vector(inner)
+            return None if items is None else tuple(items)
+        return vector
+    read: Callable[[Reader], Any] = t.read
+    return read

@@ -154,8 +154,10 @@ class WatchTables:
 
     def _trigger(self, table: _Table, kind: str, path: str, event: EventType,
                  skip: set[int] | None = None) -> list[Fired]:
-        told: set[int] = set()
         by = table.get(path)
+        if not by and not self.recursive:
+            return []  # the common case, a change nobody watches: no set, no sort
+        told: set[int] = set()
         if by:
             for sid, mode in list(by.items()):
                 if mode is WatchMode.RECURSIVE:
