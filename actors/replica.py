@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from actors import gc_policy
 from actors.clientport import ClientConn
 from actors.faultpoints import ReplicaFaults
 from actors.group_commit import GroupCommit
@@ -46,6 +47,7 @@ from zabray.protocol.actions import (
     Deliver,
     EncodeSnapshot,
     Failed,
+    InstallSnapshot,
     Notify,
     Open,
     Persist,
@@ -161,6 +163,8 @@ class ReplicaServer(FaultHooks, GroupCommit):
         durable = await loop.run_in_executor(self._io, self.store.recover)
         self.node = Node(self.sid, self.proto, durable, incarnation=self.incarnation,
                          app=self.service.app, tracing=self.run_dir is not None and self.cfg.trace)
+        gc_policy.configure()
+        gc_policy.settle()  # the recovered state, out of every later full collection
         if self.run_dir is not None and self.cfg.trace:
             tdir = self.run_dir / "trace"
             tdir.mkdir(parents=True, exist_ok=True)
@@ -215,6 +219,9 @@ class ReplicaServer(FaultHooks, GroupCommit):
             self._trace.close()
             self._trace = None
         self._io.shutdown(wait=True)
+        store = getattr(self, "store", None)
+        if store is not None:  # the IO thread is done with it: release the directory's lock
+            store.close()
 
     def _trace_out(self) -> None:
         """Hand buffered trace rows to the kernel: a frame never leaves ahead of the rows that
@@ -328,6 +335,8 @@ class ReplicaServer(FaultHooks, GroupCommit):
                 for_service.append(a)
             elif isinstance(a, Persist):
                 self._pq.append(a)
+                if t is InstallSnapshot:  # a learner, not serving yet: the pause costs nothing
+                    self.loop.call_soon(gc_policy.settle)
             elif t is Notify:
                 if faults.links.delay and faults.links.shaped(a.to):  # type: ignore[attr-defined]
                     self._shape(a.to, a)  # type: ignore[attr-defined, arg-type]
