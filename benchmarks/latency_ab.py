@@ -3,6 +3,7 @@
     git worktree add /tmp/before <commit>
     .venv/bin/python benchmarks/latency_ab.py /tmp/before .            # setData via a follower
     .venv/bin/python benchmarks/latency_ab.py /tmp/before . --via leader --op create
+    .venv/bin/python benchmarks/latency_ab.py . . --config-b /tmp/notrace.yaml   # what a setting costs
 
 Each build runs its own 3-replica ZooKeeper service (``configs/local.yaml`` unless ``--config``:
 fsync on, traces on, membership auth on), every replica in its own process as a Ray actor's would
@@ -130,11 +131,11 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
 
 
-async def session(args: argparse.Namespace, cfg: dict[str, Any], roots: tuple[str, str],
+async def session(args: argparse.Namespace, cfgs: tuple[dict[str, Any], dict[str, Any]], roots: tuple[str, str],
                   tags: tuple[str, str]) -> tuple[list[float], list[float]]:
     """Both builds up, ``args.rounds`` rounds of alternating requests; each build's latencies."""
     base = tempfile.mkdtemp(prefix="zabray-ab-")
-    builds = [Build(tags[0], roots[0], cfg, base), Build(tags[1], roots[1], cfg, base)]
+    builds = [Build(tags[0], roots[0], cfgs[0], base), Build(tags[1], roots[1], cfgs[1], base)]
     try:
         conns = [await connect(b, args.via, args.op) for b in builds]
 
@@ -169,19 +170,25 @@ async def run(args: argparse.Namespace) -> None:
     from zabray.config import EnsembleConfig
 
     cfg = EnsembleConfig.load(args.config).to_dict() | {"service": "zookeeper"}
+    cfg_b = EnsembleConfig.load(args.config_b).to_dict() | {"service": "zookeeper"} if args.config_b else cfg
     rev = {r: subprocess.run(["git", "-C", r, "describe", "--always", "--dirty"], capture_output=True,
                              text=True).stdout.strip() or "?" for r in (args.a, args.b)}
+
+    def described(c: dict[str, Any]) -> str:
+        return f"fsync {c['fsync']}, trace {c['trace']}, auth {c['auth']}"
+
     print(f"machine: {platform.node() or '?'}, {os.cpu_count()} cores, python {platform.python_version()}")
-    print(f"config: {args.config or 'configs/local.yaml'} + service: zookeeper (fsync {cfg['fsync']}, "
-          f"trace {cfg['trace']}, auth {cfg['auth']}); {len(_cpu().VALUE)} B values, one {args.op} in flight "
+    print(f"config: {args.config or 'configs/local.yaml'} + service: zookeeper ({described(cfg)}); "
+          f"{len(_cpu().VALUE)} B values, one {args.op} in flight "
           f"via {'a follower' if args.via == 'follower' else 'the leader'}")
-    print(f"A: {os.path.abspath(args.a)} at {rev[args.a]}\nB: {os.path.abspath(args.b)} at {rev[args.b]}")
+    print(f"A: {os.path.abspath(args.a)} at {rev[args.a]}\nB: {os.path.abspath(args.b)} at {rev[args.b]}"
+          + (f", config {args.config_b} ({described(cfg_b)})" if args.config_b else ""))
     print(f"two sessions of {args.rounds} rounds of {args.pairs} pairs (after {args.pairs // 5} untimed), "
           "the builds swapping ensembles between them")
     # Whichever ensemble starts second ran a few percent slower in every round here, whatever
     # its build: so each build runs once in each place, and the ratio is taken over both.
-    a1, b1 = await session(args, cfg, (args.a, args.b), ("A", "B"))
-    b2, a2 = await session(args, cfg, (args.b, args.a), ("B", "A"))
+    a1, b1 = await session(args, (cfg, cfg_b), (args.a, args.b), ("A", "B"))
+    b2, a2 = await session(args, (cfg_b, cfg), (args.b, args.a), ("B", "A"))
     lat = {"A": a1 + a2, "B": b1 + b2}
     print(f"\n{'build':<6}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'mean ms':>9}")
     for tag, xs in lat.items():
@@ -207,6 +214,7 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=1000, help="requests to each build per round")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per session (there are two)")
     ap.add_argument("--config", default=None, help="zabray YAML config (default: configs/local.yaml)")
+    ap.add_argument("--config-b", default=None, help="B's own config (default: --config): one build, two configs")
     args = ap.parse_args()
     import uvloop
 
