@@ -7,7 +7,7 @@
 Three ``ReplicaServer``s (the code each ``ReplicaActor`` runs) on one uvloop event loop, with
 real TCP on 127.0.0.1 and real files, and the client on the same loop: for ``service``, a
 minimal pipelined ZooKeeper (jute) client setting 1 KB on one znode through a follower (or
-``--via leader``); for ``broadcast``, zabray's own ``EnsembleClient``. The figure is the
+``--via leader``), its request bodies encoded once (a real client encodes in its own process); for ``broadcast``, zabray's own ``EnsembleClient``. The figure is the
 process's CPU time per write (all three replicas and the client), median over ``--runs``.
 The log is not synced unless ``--fsync``: how long the disk takes decides how many txns each
 group commit holds, and so the CPU per write, which would drown the code's own changes.
