@@ -389,7 +389,7 @@ class DataTree:
         if self._image is not None:
             self._image.keep(ppath, parent)
         self._nodes[path] = node
-        parent.children.add(name_of(path))
+        parent.add_child(name_of(path))
         parent.stat = Stat(pst.czxid, pst.mzxid, pst.ctime, pst.mtime, pst.version, b.parent_cversion,
                            pst.aversion, pst.ephemeral_owner, pst.data_length, pst.num_children + 1, z)
         changes.append(Change(path, EventType.CREATED, node.acl))
@@ -406,7 +406,7 @@ class DataTree:
             self._image.keep(path, node)
             self._image.keep(ppath, parent)
         del self._nodes[path]
-        parent.children.discard(name_of(path))
+        parent.remove_child(name_of(path))
         pst = parent.stat
         parent.stat = Stat(pst.czxid, pst.mzxid, pst.ctime, pst.mtime, pst.version, pst.cversion,
                            pst.aversion, pst.ephemeral_owner, pst.data_length, pst.num_children - 1, z)
@@ -496,9 +496,10 @@ def _initial_nodes() -> dict[str, Node]:
     (read-only, aversion -1), with the stats a fresh ZooKeeper 3.8 shows."""
     zero = Stat(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
     root = Node(b"", replace(zero, num_children=1), OPEN_ACL)
-    root.children.add("zookeeper")
+    root.add_child("zookeeper")
     zk = Node(b"", replace(zero, num_children=2), OPEN_ACL)
-    zk.children.update(("quota", "config"))
+    zk.add_child("quota")
+    zk.add_child("config")
     return {
         ROOT: root,
         ZOOKEEPER: zk,

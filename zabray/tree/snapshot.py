@@ -29,8 +29,15 @@ _I64 = 1 << 63
 _I32 = 1 << 31
 
 
+NO_CHILDREN: frozenset[str] = frozenset()
+
+
 class Node:
-    """A committed znode: data, stored stat, ACL. ``children`` holds child names (not paths)."""
+    """A committed znode: data, stored stat, ACL. ``children`` holds child names (not paths).
+
+    A leaf shares ``NO_CHILDREN`` until its first child (``add_child``): most znodes are leaves,
+    and a set each would be one more object per znode for memory and for every full collection
+    of the garbage collector to walk."""
 
     __slots__ = ("data", "stat", "children", "acl")
 
@@ -38,7 +45,19 @@ class Node:
         self.data = data
         self.stat = stat
         self.acl = acl
-        self.children: set[str] = set()
+        self.children: set[str] | frozenset[str] = NO_CHILDREN
+
+    def add_child(self, name: str) -> None:
+        c = self.children
+        if type(c) is frozenset:
+            self.children = {name}
+        else:
+            c.add(name)  # type: ignore[union-attr]
+
+    def remove_child(self, name: str) -> None:
+        c = self.children
+        if type(c) is not frozenset:
+            c.discard(name)  # type: ignore[union-attr]
 
 
 def node_row(path: str, n: Node) -> list[Any]:
@@ -162,7 +181,7 @@ def decode_snapshot(data: bytes) -> tuple[int, dict[str, Node], dict[int, int], 
                 raise _bad(f"{path}: parent missing")
             if kind_of(parent.stat.ephemeral_owner) is Kind.EPHEMERAL:
                 raise _bad(f"{path}: parent is ephemeral")
-            parent.children.add(name_of(path))
+            parent.add_child(name_of(path))
         if kind_of(owner) is Kind.EPHEMERAL:
             owned = ephemerals.get(owner)
             if owned is None:
