@@ -91,7 +91,7 @@ def main() -> None:
                                  data_dir=str(tmp / "zabray"), run_dir=str(tmp / "runs"))
             try:
                 ens.wait_for_leader()
-                epoch0 = max(r.epoch for r in ens.status())
+                epoch0 = last_epoch = max(r.epoch for r in ens.status())
                 servers = {"zookeeper": azk.hosts, "zabray": ens.connect_string()}
                 for rnd in range(args.rounds):
                     order = ["zookeeper", "zabray"] if rnd % 2 == 0 else ["zabray", "zookeeper"]
@@ -105,6 +105,11 @@ def main() -> None:
                                     print(f"  round {rnd} {client:<5} {op:<8} {out:>5} outstanding  {server:<9} "
                                           f"{r['ops_per_s']:>9,.0f} ops/s  p50 {r['p50_ms']:.2f} ms  "
                                           f"errors {r['errors']}", flush=True)
+                                    epoch = max(x.epoch for x in ens.status())
+                                    if epoch != last_epoch:  # which load an election came under
+                                        print(f"  zabray's epoch went {last_epoch} -> {epoch} by the end of this run "
+                                              f"(leader now replica {ens.leader()})", flush=True)
+                                        last_epoch = epoch
                 _print_ensemble_health(ens, epoch0)
             finally:
                 ens.stop(wipe=True)
