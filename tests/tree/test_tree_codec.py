@@ -345,3 +345,20 @@ def test_a_set_data_request_and_txn_decode_by_the_same_rules_on_the_fast_path(
     else:
         with pytest.raises(CorruptionError):
             decode_txn(txn)
+
+
+@pytest.mark.parametrize("perms", [31, 31.0, True, "31", 2**31])
+@pytest.mark.parametrize("scheme, ident", [("world", "anyone"), (b"world", "anyone"), ("world", b"anyone")])
+def test_the_open_acl_decodes_by_the_same_rules_on_its_fast_path(perms: object, scheme: object, ident: object) -> None:
+    """Nearly every create carries world:anyone with all perms, recognised whole; a row that only
+    compares equal to it (31.0 == 31, True == 1 in Python) still goes through every check."""
+    from zabray.tree.ops import TXN_VERSION, OpCode
+    from zabray.tree.znode import OPEN_ACL
+
+    body = [int(OpCode.CREATE), "/a", b"", 0, 1, [[perms, scheme, ident]], False]
+    raw = msgpack.packb([TXN_VERSION, 1, 0, body], use_bin_type=True)
+    if type(perms) is int and perms == 31 and scheme == "world" and ident == "anyone":
+        assert decode_txn(raw) == TxnRecord(1, 0, CreateTxn("/a", b"", 0, 1, OPEN_ACL))
+    else:
+        with pytest.raises(CorruptionError):
+            decode_txn(raw)
