@@ -58,6 +58,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=5.0, help="timed seconds per run")
     ap.add_argument("--warmup", type=float, default=1.0)
+    ap.add_argument("--no-warm-round", dest="warm_round", action="store_false",
+                    help="skip the uncounted warm-up run of each server (the first client, op and "
+                         "outstanding) before round 0")
     ap.add_argument("--clients", nargs="+", default=["java", "kazoo"], choices=["java", "kazoo"])
     ap.add_argument("--ops", nargs="+", default=["setData", "create", "getData"],
                     choices=["setData", "create", "getData"])
@@ -82,7 +85,8 @@ def main() -> None:
           f"(fsync {cfg.fsync}, trace {cfg.trace}, auth {cfg.auth}, tls {cfg.tls}, tick_ms {cfg.tick_ms})")
     print("ZooKeeper: Apache ZooKeeper 3.8 (Debian), 3 servers, forceSync=yes")
     print(f"load: {args.size} B values, {args.seconds} s timed + {args.warmup} s warm-up per run, "
-          f"{args.rounds} rounds, alternating order")
+          f"{args.rounds} rounds (after {'an uncounted warm-up run per server' if args.warm_round else 'no warm-up run'}), "
+          "alternating order")
     ray.init(address="local", include_dashboard=False, log_to_driver=False, num_cpus=os.cpu_count() or 2)
     results: list[dict[str, Any]] = []
     try:
@@ -93,6 +97,14 @@ def main() -> None:
                 ens.wait_for_leader()
                 epoch0 = last_epoch = max(r.epoch for r in ens.status())
                 servers = {"zookeeper": azk.hosts, "zabray": ens.connect_string()}
+                if args.warm_round:
+                    # Not counted: a fresh ZooKeeper ensemble's JVMs run their first load at half
+                    # speed or less (JIT), which would favour zabray in round 0.
+                    for server in ("zookeeper", "zabray"):
+                        r = _load(args.clients[0], servers[server], args.ops[0], args.size, args.outstanding[0],
+                                  args.seconds, args.warmup)
+                        print(f"  warm-up {args.clients[0]:<5} {args.ops[0]:<8} {args.outstanding[0]:>5} outstanding  "
+                              f"{server:<9} {r['ops_per_s']:>9,.0f} ops/s  (not counted)", flush=True)
                 for rnd in range(args.rounds):
                     order = ["zookeeper", "zabray"] if rnd % 2 == 0 else ["zabray", "zookeeper"]
                     for client in args.clients:
