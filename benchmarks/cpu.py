@@ -7,7 +7,8 @@
 Three ``ReplicaServer``s (the code each ``ReplicaActor`` runs) on one uvloop event loop, with
 real TCP on 127.0.0.1 and real files, and the client on the same loop: for ``service``, a
 minimal pipelined ZooKeeper (jute) client setting 1 KB on one znode through a follower (or
-``--via leader``), its request bodies encoded once (a real client encodes in its own process); for ``broadcast``, zabray's own ``EnsembleClient``. The figure is the
+``--via leader``), its request bodies encoded once (a real client encodes in its own process);
+for ``broadcast``, zabray's own ``EnsembleClient``. The figure is the
 process's CPU time per write (all three replicas and the client), median over ``--runs``.
 The log is not synced unless ``--fsync``: how long the disk takes decides how many txns each
 group commit holds, and so the CPU per write, which would drown the code's own changes.
@@ -93,15 +94,31 @@ class JuteClient(asyncio.Protocol):
 
     async def writes(self, n: int, op: str = "setData") -> None:
         """``n`` setData of /b, or ``n`` sequential creates under /b (as benchmarks/zkload does)."""
-        code = zp.OpCode.SET_DATA if op == "setData" else zp.OpCode.CREATE
-        acl = (zp.ACL(zp.Perm.ALL, zp.Id("world", "anyone")),)
-        req = zp.SetDataRequest("/b", VALUE, -1) if op == "setData" else zp.CreateRequest("/b/n-", VALUE, acl, 2)
-        hdr, _ = zp.decode_reply(await self.request(code, req), code)
+        code, body = write_request(op)
+        hdr, _ = zp.decode_reply(await self.request(code, body), code)
         if hdr.err:
             raise RuntimeError(f"{op} failed: error {hdr.err}")
-        body = req.encode()
         for _ in range(n - 1):
             await self.request(code, body)
+
+
+OPEN_ACL = (zp.ACL(zp.Perm.ALL, zp.Id("world", "anyone")),)
+
+
+def write_request(op: str) -> tuple[int, bytes]:
+    """The opcode and encoded body of the timed write: setData of /b, or a sequential create under it."""
+    if op == "setData":
+        return zp.OpCode.SET_DATA, zp.SetDataRequest("/b", VALUE, -1).encode()
+    return zp.OpCode.CREATE, zp.CreateRequest("/b/n-", VALUE, OPEN_ACL, 2).encode()
+
+
+async def jute_session(host: str, port: int) -> JuteClient:
+    """A new ZooKeeper session on ``host:port`` with /b created, ready for ``writes``."""
+    _, client = await asyncio.get_running_loop().create_connection(JuteClient, host, port)
+    client.transport.write(zp.encode_record(zp.ConnectRequest(0, 0, 30000, 0, bytes(16))))
+    await client.connected
+    await client.request(zp.OpCode.CREATE, zp.CreateRequest("/b", b"", OPEN_ACL, 0))
+    return client
 
 
 async def _ensemble(args: argparse.Namespace, base: str) -> tuple[dict[int, ReplicaServer], dict[int, Any], Secret]:
@@ -136,12 +153,7 @@ async def one_run(args: argparse.Namespace, profile: cProfile.Profile | None) ->
         per = max(1, args.writes // args.in_flight)
         if args.path == "service":
             sid = leader if args.via == "leader" else min(s for s in servers if s != leader)
-            host, port = infos[sid]["zk_client"]
-            _, client = await asyncio.get_running_loop().create_connection(JuteClient, host, port)
-            client.transport.write(zp.encode_record(zp.ConnectRequest(0, 0, 30000, 0, bytes(16))))
-            await client.connected
-            acl = (zp.ACL(zp.Perm.ALL, zp.Id("world", "anyone")),)
-            await client.request(zp.OpCode.CREATE, zp.CreateRequest("/b", b"", acl, 0))
+            client = await jute_session(*infos[sid]["zk_client"])
 
             async def load(k: int) -> None:
                 await asyncio.gather(*(client.writes(k, args.op) for _ in range(args.in_flight)))

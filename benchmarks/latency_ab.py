@@ -109,21 +109,13 @@ class Build:
 
 
 async def connect(build: Build, via: str, op: str) -> tuple[Any, int, bytes]:
-    from zabray.wire import zkproto as zp
-
+    """A session on the build's leader or a follower, and the write to time on it."""
     cpu = _cpu()
     while (leader := build.leader()) is None:
         await asyncio.sleep(0.05)
     sid = leader if via == "leader" else min(s for s in build.infos if s != leader)
-    host, port = build.infos[sid]["zk_client"]
-    _, client = await asyncio.get_running_loop().create_connection(cpu.JuteClient, host, port)
-    client.transport.write(zp.encode_record(zp.ConnectRequest(0, 0, 30000, 0, bytes(16))))
-    await client.connected
-    acl = (zp.ACL(zp.Perm.ALL, zp.Id("world", "anyone")),)
-    await client.request(zp.OpCode.CREATE, zp.CreateRequest("/b", b"", acl, 0))
-    if op == "setData":
-        return client, zp.OpCode.SET_DATA, zp.SetDataRequest("/b", cpu.VALUE, -1).encode()
-    return client, zp.OpCode.CREATE, zp.CreateRequest("/b/n-", cpu.VALUE, acl, 2).encode()
+    client = await cpu.jute_session(*build.infos[sid]["zk_client"])
+    return (client, *cpu.write_request(op))
 
 
 def pct(xs: list[float], p: float) -> float:
