@@ -140,6 +140,7 @@ class EnsembleController:
     def _describe(self) -> dict[str, Any]:
         return {
             "name": self.name,
+            "controller_node": ray.get_runtime_context().get_node_id(),
             "voters": self.voters,
             "observers": self.observers,
             "config": self.cfg.to_dict(),

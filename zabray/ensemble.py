@@ -225,21 +225,17 @@ class Ensemble(HoldControl):
         except Exception:
             ray.kill(controller)
             raise
-        from actors.faults import FaultInjector, injector_name
+        # The fault injector is created at the first fault (``_inject``): a Ray worker costs a
+        # second or two of CPU to start, which an ensemble nobody injects faults into never needs.
+        # One left behind by an earlier ensemble of this name would drive that one's controller.
+        from actors.faults import injector_name
 
         try:
-            injector = ray.remote(FaultInjector).options(
-                name=injector_name(name), namespace=NAMESPACE, lifetime="detached", num_cpus=0, max_concurrency=100,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
-            ).remote(name)
-        except ValueError:  # a previous ensemble of this name left its injector behind
             ray.kill(ray.get_actor(injector_name(name), namespace=NAMESPACE))
-            injector = ray.remote(FaultInjector).options(
-                name=injector_name(name), namespace=NAMESPACE, lifetime="detached", num_cpus=0, max_concurrency=100,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
-            ).remote(name)
+        except ValueError:  # none: the usual case
+            pass
         log.info("ensemble %s started: %s", name, info["clients"])
-        return cls(name, controller, info, injector, secret)
+        return cls(name, controller, info, None, secret)
 
     @classmethod
     def connect(cls, name: str = "default", *, address: str | None = None) -> Ensemble:
@@ -248,17 +244,15 @@ class Ensemble(HoldControl):
         import ray
 
         from actors.controller import controller_name
-        from actors.faults import injector_name
 
         try:
             controller = ray.get_actor(controller_name(name), namespace=NAMESPACE)
-            injector = ray.get_actor(injector_name(name), namespace=NAMESPACE)
         except ValueError:
             raise NotRunningError(f"no ensemble named {name!r} is running in this Ray cluster") from None
         info: dict[str, Any]
         secret: Any
         info, secret = ray.get([controller.describe.remote(), controller.secret.remote()])
-        return cls(name, controller, info, injector, secret)
+        return cls(name, controller, info, None, secret)
 
     # -- control plane (Ray calls) -----------------------------------------------------------------
 
@@ -316,7 +310,23 @@ class Ensemble(HoldControl):
     # -- faults (all through the fault injector) ---------------------------------------------------
 
     def _inject(self, method: str, *args: Any, timeout: float = 60) -> Any:
-        return self._call(method, *args, timeout=timeout, actor=self._injector)
+        return self._call(method, *args, timeout=timeout, actor=self._fault_injector())
+
+    def _fault_injector(self) -> Any:
+        """The ensemble's fault injector actor, created by the first handle that needs it (on the
+        controller's node: like the controller, it must outlive any node a user takes away)."""
+        if self._injector is None:
+            import ray
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            from actors.faults import FaultInjector, injector_name
+
+            node = self.info.get("controller_node") or ray.get_runtime_context().get_node_id()
+            self._injector = ray.remote(FaultInjector).options(
+                name=injector_name(self.name), namespace=NAMESPACE, get_if_exists=True, lifetime="detached",
+                num_cpus=0, max_concurrency=100, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+            ).remote(self.name)
+        return self._injector
 
     def kill(self, sid: int) -> None:
         """Crash replica ``sid`` (its process dies at once; its disk is kept)."""
@@ -415,7 +425,15 @@ class Ensemble(HoldControl):
         try:
             wiped = list(self._call("stop", wipe, timeout=120) or [])
         finally:
-            for actor in (self._injector, self._controller):
+            from actors.faults import injector_name
+
+            injector = self._injector
+            if injector is None:  # another handle may have made one
+                try:
+                    injector = ray.get_actor(injector_name(self.name), namespace=NAMESPACE)
+                except ValueError:
+                    pass
+            for actor in (injector, self._controller):
                 try:
                     if actor is not None:
                         ray.kill(actor)

@@ -59,6 +59,60 @@ def start(ray_local: None, tmp_path: Path) -> Iterator[Callable[..., Ensemble]]:
             pass
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Keep each phase's report on the test item (``item.rep_call``), for ``shared3``."""
+    outcome = yield
+    rep = outcome.get_result()  # type: ignore[attr-defined]
+    setattr(item, f"rep_{rep.when}", rep)
+
+
+@pytest.fixture(scope="module")
+def _shared_slot(ray_local: None) -> Iterator[dict[str, Ensemble]]:
+    slot: dict[str, Ensemble] = {}
+    yield slot
+    _drop(slot)
+
+
+def _drop(slot: dict[str, Ensemble]) -> None:
+    ens = slot.pop("ens", None)
+    if ens is not None:
+        try:
+            ens.stop()
+        except Exception:
+            pass
+
+
+@pytest.fixture
+def shared3(_shared_slot: dict[str, Ensemble], request: pytest.FixtureRequest,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ensemble]:
+    """A 3-replica ensemble of the default config that a module's tests take turns on.
+
+    Starting one costs five Ray workers, seconds of CPU each; a crash-point test needs a healthy
+    ensemble, not a new one. Each test gets it with every replica up and an established leader;
+    after a test that passed, links are healed and every crash point disarmed (one armed on a
+    replica that never reached it stays armed otherwise). A test that failed has it replaced, so
+    no failure leaks into the next test.
+    """
+    ens = _shared_slot.get("ens")
+    if ens is not None and (ens.leader() is None or not all(s.alive for s in ens.status())):
+        _drop(_shared_slot)
+        ens = None
+    if ens is None:
+        tmp = tmp_path_factory.mktemp("shared")
+        name = f"shared-{os.getpid()}-{time.monotonic_ns() % 10**6}"
+        ens = Ensemble.start(3, name=name, data_dir=str(tmp / "data"), run_dir=str(tmp / "run"))
+        _shared_slot["ens"] = ens
+    yield ens
+    rep = getattr(request.node, "rep_call", None)
+    if rep is None or not rep.passed:
+        _drop(_shared_slot)
+        return
+    ens.heal()
+    for sid in ens.info["voters"]:
+        ens.arm_crashes(sid, [])
+
+
 def wait_until(cond: Callable[[], bool], timeout: float = 30, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while not cond():

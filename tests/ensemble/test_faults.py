@@ -49,8 +49,8 @@ REJOIN = [
 
 
 @pytest.mark.parametrize("role,point", REJOIN, ids=[f"{r}-{p}" for r, p in REJOIN])
-def test_crash_points_in_discovery_and_synchronization(start, role: str, point: str) -> None:
-    ens = start(3)
+def test_crash_points_in_discovery_and_synchronization(shared3, role: str, point: str) -> None:
+    ens = shared3
     leader = ens.wait_for_leader(30)
     follower = next(s.sid for s in ens.status() if s.sid != leader)
     victim = leader if role == "leader" else follower
@@ -68,8 +68,8 @@ NEW_EPOCH = ["persist-after:accepted-epoch", "persist-before:current-epoch", "se
 
 
 @pytest.mark.parametrize("point", NEW_EPOCH)
-def test_crash_points_while_a_new_epoch_is_established(start, point: str) -> None:
-    ens = start(3)
+def test_crash_points_while_a_new_epoch_is_established(shared3, point: str) -> None:
+    ens = shared3
     leader = ens.wait_for_leader(30)
     survivors = [s.sid for s in ens.status() if s.sid != leader]
     wl = Workload(ens, in_flight=50).start()
@@ -89,8 +89,8 @@ BROADCAST = [("follower", "persist-before:txns"), ("follower", "persist-after:tx
 
 
 @pytest.mark.parametrize("role,point", BROADCAST, ids=[f"{r}-{p}" for r, p in BROADCAST])
-def test_crash_points_during_broadcast(start, role: str, point: str) -> None:
-    ens = start(3)
+def test_crash_points_during_broadcast(shared3, role: str, point: str) -> None:
+    ens = shared3
     leader = ens.wait_for_leader(30)
     victim = leader if role == "leader" else next(s.sid for s in ens.status() if s.sid != leader)
     wl = Workload(ens, in_flight=100).start()
@@ -214,3 +214,35 @@ def test_kill_returns_once_the_process_is_dead_paused_or_not(start) -> None:  # 
     ens.restart(b)
     ens.submit(b"after")
     wait_until(lambda: converged(ens), timeout=30, what="both back and caught up")
+
+
+def test_the_fault_injector_starts_at_the_first_fault_serves_every_handle_and_stops_with_the_ensemble(start) -> None:  # type: ignore[no-untyped-def]
+    import ray
+
+    from actors.faults import injector_name
+    from zabray.ensemble import NAMESPACE, Ensemble
+
+    def injector_up() -> bool:
+        try:
+            ray.get_actor(injector_name(ens.name), namespace=NAMESPACE)
+            return True
+        except ValueError:
+            return False
+
+    ens = start(3)
+    leader = ens.wait_for_leader(30)
+    follower = next(s for s in ens.info["voters"] if s != leader)
+    ens.submit(b"before any fault")
+    assert not injector_up()  # an ensemble nobody injects faults into never starts one
+    other = Ensemble.connect(ens.name)
+    hid = other.hold(src=leader, dst=follower, types="PROPOSAL")  # the first fault, from another handle
+    assert injector_up()
+    ens.submit(b"held on its way to the follower")
+    # The hold is in the one injector: the first handle sees the proposal it holds (and what
+    # queued behind it on that channel) and releases them.
+    assert [m.type for m in ens.held()][:1] == ["PROPOSAL"]
+    assert [m.type for m in ens.unhold(hid)][:1] == ["PROPOSAL"]
+    wait_until(lambda: converged(ens), timeout=30, what="the follower getting the released proposal")
+    other.close()
+    ens.stop()
+    wait_until(lambda: not injector_up(), timeout=30, what="the injector stopping with the ensemble")
