@@ -125,8 +125,8 @@ def test_a_paused_leader_is_replaced_and_steps_down_on_resume(start) -> None:
     healthy_after(ens, result)
 
 
-def test_a_failed_fsync_stops_the_replica_and_the_quorum_goes_on(start) -> None:
-    ens = start(3)
+def test_a_failed_fsync_stops_the_replica_and_the_quorum_goes_on(shared3) -> None:
+    ens = shared3
     leader = ens.wait_for_leader(30)
     follower = next(s.sid for s in ens.status() if s.sid != leader)
     wl = Workload(ens, in_flight=50).start()
@@ -141,8 +141,8 @@ def test_a_failed_fsync_stops_the_replica_and_the_quorum_goes_on(start) -> None:
     healthy_after(ens, result)
 
 
-def test_slow_fsync_delays_and_oneway_partitions_stay_safe_and_a_connected_quorum_commits(start) -> None:
-    ens = start(3)
+def test_slow_fsync_delays_and_oneway_partitions_stay_safe_and_a_connected_quorum_commits(shared3) -> None:
+    ens = shared3
     leader = ens.wait_for_leader(30)
     f1, f2 = [s.sid for s in ens.status() if s.sid != leader]
     wl = Workload(ens, in_flight=50).start()
