@@ -91,8 +91,8 @@ def shared3(_shared_slot: dict[str, Ensemble], request: pytest.FixtureRequest,
     Starting one costs five Ray workers, seconds of CPU each; a crash-point test needs a healthy
     ensemble, not a new one. Each test gets it with every replica up and an established leader;
     after a test that passed, links are healed and every crash point disarmed (one armed on a
-    replica that never reached it stays armed otherwise). A test that failed has it replaced, so
-    no failure leaks into the next test.
+    replica that never reached it stays armed otherwise). A test that failed, or left a replica
+    down, has it replaced, so no failure leaks into the next test.
     """
     ens = _shared_slot.get("ens")
     if ens is not None and (ens.leader() is None or not all(s.alive for s in ens.status())):
@@ -105,7 +105,7 @@ def shared3(_shared_slot: dict[str, Ensemble], request: pytest.FixtureRequest,
         _shared_slot["ens"] = ens
     yield ens
     rep = getattr(request.node, "rep_call", None)
-    if rep is None or not rep.passed:
+    if rep is None or not rep.passed or not all(s.alive for s in ens.status()):
         _drop(_shared_slot)
         return
     ens.heal()
