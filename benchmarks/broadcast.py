@@ -48,6 +48,7 @@ def measure(replicas: int, seconds: float, in_flight: int, size: int, trace: boo
         load = Workload(ens, in_flight=in_flight, size=size).start()
         time.sleep(2)
         leader = ens.leader()
+        ens.prepare_faults()  # the kill is timed without the fault injector's start
         killed_at = time.time()
         t0 = time.monotonic()
         ens.kill(leader)  # type: ignore[arg-type]

@@ -28,6 +28,7 @@ def run_demo(seconds: float = 6.0, in_flight: int = 200, replicas: int = 3, keep
         t0 = time.monotonic()
         leader = ens.wait_for_leader(60)
         _say(f"  leader elected: replica {leader} (epoch {_epoch(ens, leader)}) in {time.monotonic() - t0:.2f} s")
+        ens.prepare_faults()  # so the kill below is timed without the injector's start
         wl = Workload(ens, in_flight=in_flight, size=1024, trace_dir=data / "run" / "trace").start()
         _say(f"  writing 1 KB values, {in_flight} in flight ...")
         time.sleep(seconds / 2)

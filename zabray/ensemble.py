@@ -312,9 +312,16 @@ class Ensemble(HoldControl):
     def _inject(self, method: str, *args: Any, timeout: float = 60) -> Any:
         return self._call(method, *args, timeout=timeout, actor=self._fault_injector())
 
-    def _fault_injector(self) -> Any:
+    def prepare_faults(self) -> None:
+        """Start the ensemble's fault injector now, unless a fault already did, and wait until
+        it runs. The first fault starts it otherwise, and a Ray worker takes a second or so to
+        start: call this before timing a first fault."""
+        self._fault_injector(ready=True)
+
+    def _fault_injector(self, ready: bool = False) -> Any:
         """The ensemble's fault injector actor, created by the first handle that needs it (on the
-        controller's node: like the controller, it must outlive any node a user takes away)."""
+        controller's node: like the controller, it must outlive any node a user takes away);
+        ``ready`` waits until it runs."""
         if self._injector is None:
             import ray
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -326,6 +333,8 @@ class Ensemble(HoldControl):
                 name=injector_name(self.name), namespace=NAMESPACE, get_if_exists=True, lifetime="detached",
                 num_cpus=0, max_concurrency=100, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
             ).remote(self.name)
+        if ready:
+            self._call("__ray_ready__", actor=self._injector)
         return self._injector
 
     def kill(self, sid: int) -> None:

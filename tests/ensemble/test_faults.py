@@ -237,6 +237,7 @@ def test_the_fault_injector_starts_at_the_first_fault_serves_every_handle_and_st
     other = Ensemble.connect(ens.name)
     hid = other.hold(src=leader, dst=follower, types="PROPOSAL")  # the first fault, from another handle
     assert injector_up()
+    ens.prepare_faults()  # finds that one running
     ens.submit(b"held on its way to the follower")
     # The hold is in the one injector: the first handle sees the proposal it holds (and what
     # queued behind it on that channel) and releases them.

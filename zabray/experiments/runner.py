@@ -231,6 +231,8 @@ def _run_point(pool: _Pool, ens: Ensemble, exp: Experiment, point: Point, rep: i
     import ray
 
     actors = pool.actors[: point.clients]
+    if exp.faults:
+        ens.prepare_faults()  # the injector's start must not delay the window's first fault
     ray.get([a.configure.remote(point.in_flight, point.read_fraction, point.value_size) for a in actors],
             timeout=120)
     refs = [a.run.remote(exp.warmup, exp.duration, actor_bars) for a in actors]
