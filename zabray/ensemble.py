@@ -157,16 +157,27 @@ class ReplicaStatus:
         return self.alive and self.state == "LEADING" and bool(self.raw.get("established"))
 
 
+def _named_injector(name: str) -> Any:
+    """The fault injector of ensemble ``name`` if one runs in this Ray cluster, else None."""
+    import ray
+
+    from actors.faults import injector_name
+
+    try:
+        return ray.get_actor(injector_name(name), namespace=NAMESPACE)
+    except ValueError:
+        return None
+
+
 class Ensemble(HoldControl):
     """A handle on a running ensemble. Thread-safe for the sync methods. Message holds
     (``hold``, ``release``, ``unhold``, ``held``) come from ``zabray.holds.HoldControl``."""
 
-    def __init__(self, name: str, controller: Any, info: dict[str, Any], injector: Any = None,
-                 secret: Any = None) -> None:
+    def __init__(self, name: str, controller: Any, info: dict[str, Any], secret: Any = None) -> None:
         self.name = name
         self._secret = secret  # zabray.auth.Secret for the client port (None: auth is off)
         self._controller = controller
-        self._injector = injector
+        self._injector: Any = None  # made by the first fault (``_fault_injector``)
         self.info = info
         self._loop: LoopThread | None = None
         self._client: EnsembleClient | None = None
@@ -228,14 +239,11 @@ class Ensemble(HoldControl):
         # The fault injector is created at the first fault (``_inject``): a Ray worker costs a
         # second or two of CPU to start, which an ensemble nobody injects faults into never needs.
         # One left behind by an earlier ensemble of this name would drive that one's controller.
-        from actors.faults import injector_name
-
-        try:
-            ray.kill(ray.get_actor(injector_name(name), namespace=NAMESPACE))
-        except ValueError:  # none: the usual case
-            pass
+        stale = _named_injector(name)
+        if stale is not None:
+            ray.kill(stale)
         log.info("ensemble %s started: %s", name, info["clients"])
-        return cls(name, controller, info, None, secret)
+        return cls(name, controller, info, secret)
 
     @classmethod
     def connect(cls, name: str = "default", *, address: str | None = None) -> Ensemble:
@@ -252,7 +260,7 @@ class Ensemble(HoldControl):
         info: dict[str, Any]
         secret: Any
         info, secret = ray.get([controller.describe.remote(), controller.secret.remote()])
-        return cls(name, controller, info, None, secret)
+        return cls(name, controller, info, secret)
 
     # -- control plane (Ray calls) -----------------------------------------------------------------
 
@@ -434,14 +442,7 @@ class Ensemble(HoldControl):
         try:
             wiped = list(self._call("stop", wipe, timeout=120) or [])
         finally:
-            from actors.faults import injector_name
-
-            injector = self._injector
-            if injector is None:  # another handle may have made one
-                try:
-                    injector = ray.get_actor(injector_name(self.name), namespace=NAMESPACE)
-                except ValueError:
-                    pass
+            injector = self._injector or _named_injector(self.name)  # another handle may have made it
             for actor in (injector, self._controller):
                 try:
                     if actor is not None:
