@@ -1,7 +1,7 @@
 """The replica's group commit: the persist actions of its core, made durable with one fdatasync.
 
 ``ReplicaServer`` queues every ``Persist`` action a step emits; ``_flush`` hands the whole queue
-to the IO thread (or, for a lone record, syncs it on the loop), and ``_flushed`` tells the core
+to the IO thread (or, for a lone small append, syncs it on the loop), and ``_flushed`` tells the core
 ``Persisted(upto)`` when the fdatasync that covers them has returned. That is the only way an
 ACK, a COMMIT or a client reply that depends on a write is released: never before its fsync.
 At most one group commit is in flight; what is queued meanwhile goes in the next one.
@@ -21,9 +21,14 @@ from storage.base import apply_persists
 from storage.disk import DiskStore
 from zabray.batching import Outbox
 from zabray.errors import StorageError
-from zabray.protocol.actions import Persist
+from zabray.protocol.actions import AppendTxns, Persist
 from zabray.protocol.events import Event, Persisted
 from zabray.protocol.node import Node
+
+_INLINE_BYTES = 64 * 1024
+"""The most a group synced on the loop may hold; larger groups overlap with the loop's work."""
+_RECORD_OVERHEAD = 64
+"""At least a log record's header (36 bytes), so a group that fits by this count fits on disk."""
 
 
 class GroupCommit:
@@ -78,9 +83,9 @@ class GroupCommit:
                     self._crash(f"persist-before:{kind}")
         self._flushing = True
         self._flush_t0 = time.monotonic()
-        if len(batch) == 1 and not self.faults.sync_delay_s:
-            # A lone record (light load): sync it here. Handing it to the IO thread and back
-            # costs more than a fast disk's fdatasync, and there is nothing to overlap it with.
+        if len(batch) == 1 and self._inline(batch[0]):
+            # A lone small append (light load): sync it here. Handing it to the IO thread and
+            # back costs more than a fast disk's fdatasync, and there is nothing to overlap it with.
             fut: concurrent.futures.Future[int] = concurrent.futures.Future()
             try:
                 fut.set_result(self._io_apply(batch))
@@ -92,6 +97,18 @@ class GroupCommit:
         # future and take one more loop turn before the ACKs go out).
         fut = self._io.submit(self._io_apply, batch)
         fut.add_done_callback(lambda f: self._call_threadsafe(self._flushed, f, batch))
+
+    def _inline(self, action: Persist) -> bool:
+        """Whether ``action`` costs no more than one small write and one fdatasync: only then may
+        it hold the loop. A snapshot (a whole tree), an epoch file, a truncation or a segment
+        rollover (which creates and fsyncs a 64 MiB file when no spare is ready) would hold it
+        for as long as peers take to drop a silent replica, on every replica at once."""
+        if type(action) is not AppendTxns or self.faults.sync_delay_s:
+            return False
+        size = 0
+        for t in action.txns:
+            size += len(t.value) + _RECORD_OVERHEAD
+        return size <= _INLINE_BYTES and size <= self.store.room()
 
     def _call_threadsafe(self, fn: Any, *args: Any) -> None:
         try:

@@ -236,6 +236,11 @@ class DiskStore:
         self._check()
         self._log.truncate(_zxid(zxid, "truncate"))
 
+    def room(self) -> int:
+        """Bytes a ``sync`` can add without creating a segment or cutting the log (0 if it would
+        have to): a sync within them costs one write and one fdatasync, nothing more."""
+        return 0 if self._closed or self._failed is not None else self._log.room()
+
     def sync(self) -> None:
         """Group commit: make every buffered append and truncation durable (one write + one fdatasync)."""
         self._check()

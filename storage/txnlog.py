@@ -224,6 +224,14 @@ class TxnLog:
     def pending_records(self) -> int:
         return len(self._zxids)
 
+    def room(self) -> int:
+        """Bytes the next ``sync`` can write into the active segment without a rollover or a
+        truncation (0 if either is due): what makes that sync one write and one fdatasync."""
+        act = self._active
+        if act is None or self._pending_trunc is not None:
+            return 0
+        return max(0, act.capacity - act.end - self._size - REC_HEADER_SIZE)
+
     def append(self, txns: Sequence[Txn]) -> None:
         self._size += encode_txns(txns, self._bound, self._parts, self._zxids, self._seed)
         if self._zxids:
