@@ -21,7 +21,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from actors.replica import ReplicaActor
+from actors.replica_actor import ReplicaActor
 from zabray import trace
 from zabray.config import EnsembleConfig
 from zabray.crashpoints import crash_points as check_crash_points

@@ -30,6 +30,7 @@ from actors.group_commit import GroupCommit
 from actors.metrics import ReplicaMetrics
 from actors.replica_hooks import FaultHooks
 from actors.services import BroadcastService, HostedService, ZooKeeperService
+from actors.stall_watch import StallWatch
 from actors.transport import PeerTransport
 from actors.zkport import ZkClientConn, environment, safe_config
 from storage.disk import DiskStore
@@ -39,7 +40,7 @@ from zabray.auth import AuthFailed, Secret
 from zabray.batching import Outbox
 from zabray.config import EnsembleConfig
 from zabray.errors import ZabError
-from zabray.holds import HeldMessage, HoldPattern
+from zabray.holds import HoldPattern
 from zabray.protocol.actions import (
     Action,
     Close,
@@ -150,6 +151,8 @@ class ReplicaServer(FaultHooks, GroupCommit):
         self.service: HostedService = self.zk if self.zk is not None else BroadcastService(self.stats)
         self._service_role = (False, False)  # (serving, leading) as the service last heard it
         self.metrics = ReplicaMetrics(ensemble, sid)
+        self.stall_watch = StallWatch(f"replica {sid}", self.stats, config.sync_limit * config.tick_ms / 4000)
+        self._logged_state: PeerState | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -194,6 +197,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
                                                        ssl=client_ssl, ssl_handshake_timeout=10 if client_ssl else None)
             zk_addr = [host, self._zk_server.sockets[0].getsockname()[1]]
         self._tasks.append(loop.create_task(self._ticker()))
+        self.stall_watch.start(loop)
         log.info("replica %d (incarnation %d) up: quorum port %d, client port %d, ZooKeeper port %s, last zxid %s",
                  self.sid, self.incarnation, qport, cport, zk_addr[1] if zk_addr else "-", durable.last_zxid)
         return {"sid": self.sid, "quorum": [host, qport], "client": [host, cport], "zk_client": zk_addr,
@@ -210,6 +214,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
 
     async def stop(self) -> None:
         self._stopped = True
+        self.stall_watch.stop()
         for t in self._tasks:
             t.cancel()
         self._close_clients()
@@ -304,6 +309,8 @@ class ReplicaServer(FaultHooks, GroupCommit):
             self._die(f"{type(e).__name__}: {e}")
             return
         self.metrics.after_step(self.node)
+        if self.node.state is not self._logged_state:
+            self._log_state(self.node)
         transport = self.transport
         assert transport is not None
         for_service: list[Action] = []
@@ -361,6 +368,16 @@ class ReplicaServer(FaultHooks, GroupCommit):
             # service would only end an empty step (2 us, several times per write).
             self._service_role = role
             self._events.extend(self.service.core(for_service, *role))
+
+    def _log_state(self, node: Node) -> None:
+        """Each change of role, at INFO, with why the replica went looking: an election is the
+        first thing a user asks about after a run."""
+        self._logged_state = state = node.state
+        if state is PeerState.LOOKING:
+            log.info("replica %d looking for a leader (epoch %d)%s", self.sid, node.current_epoch,
+                     f": {node.ended_why}" if node.ended_why else "")
+        else:
+            log.info("replica %d %s, leader %d", self.sid, state.name.lower(), node.leader_sid)
 
     # -- injected faults --------------------------------------------------------------------------
 
@@ -499,95 +516,3 @@ def _role(node: Node) -> tuple[bool, bool]:
 
 
 _SERVING_STATES = frozenset({PeerState.LEADING, PeerState.FOLLOWING, PeerState.OBSERVING})
-
-
-class ReplicaActor:
-    """The Ray actor around ``ReplicaServer`` (created by the ensemble controller)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        import sys
-
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        # The IO thread needs the GIL back quickly after each write/fdatasync returns; the
-        # default 5 ms switch interval would add that much to every group commit.
-        sys.setswitchinterval(0.0005)
-        self.server = ReplicaServer(**kwargs)
-
-    async def start(self) -> dict[str, Any]:
-        info = await self.server.start()
-        self._metrics_task = asyncio.get_running_loop().create_task(self.server.metrics.export_forever(self.server))
-        import ray
-
-        info["node_id"] = ray.get_runtime_context().get_node_id()
-        return info
-
-    async def set_peers(self, addrs: dict[int, tuple[str, int]]) -> None:
-        self.server.set_peers(addrs)
-
-    async def status(self) -> dict[str, Any]:
-        return self.server.status()
-
-    async def request_snapshot(self) -> dict[str, int]:
-        return self.server.request_snapshot()
-
-    async def tree_digest(self) -> tuple[str, int] | None:
-        return self.server.tree_digest()
-
-    async def history(self, after: int = 0) -> list[tuple[int, str]]:
-        return self.server.history(after)
-
-    async def block(self, peers: list[int]) -> None:
-        self.server.block(peers)
-
-    async def arm_crash(self, point: str, nth: int = 1) -> None:
-        self.server.faults.arm(point, nth)
-
-    async def arm_crashes(self, points: list[tuple[str, int]]) -> None:
-        """Arm several crash points at once (replacing what was armed); empty disarms."""
-        self.server.faults.arm_all(points)
-
-    async def disk_fault(self, kind: str, delay_ms: float = 0.0) -> None:
-        f = self.server.faults
-        if kind == "fsync-fail":
-            f.fail_next_sync = True
-        elif kind == "slow-fsync":
-            f.sync_delay_s = delay_ms / 1000
-        elif kind == "lose-unsynced":
-            # A power cut: everything not yet fdatasync'ed is gone. Appends sit in memory until
-            # the group commit writes and syncs them together, so dying before the next one is it.
-            self.server._crash("lose-unsynced")
-        elif kind == "clear":
-            f.fail_next_sync, f.sync_delay_s = False, 0.0
-        else:
-            from zabray.errors import ConfigError
-
-            raise ConfigError(f"unknown disk fault {kind!r}: fsync-fail, slow-fsync, lose-unsynced or clear")
-
-    async def add_hold(self, hold_id: int, pattern: HoldPattern) -> None:
-        self.server.add_hold(hold_id, pattern)
-
-    async def stop_hold(self, hold_id: int | None) -> None:
-        self.server.stop_hold(hold_id)
-
-    async def release_held(self, hold_id: int | None, count: int | None, dst: int | None) -> list[HeldMessage]:
-        out = self.server.release_held(hold_id, count, dst)
-        await asyncio.sleep(0)  # the released frames are written before this call returns
-        return out
-
-    async def held(self) -> list[HeldMessage]:
-        return self.server.held()
-
-    async def shape_links(self, peers: list[int], delay_ms: float | None) -> None:
-        self.server.shape_links(peers, delay_ms)
-
-    async def unshape_links(self, peers: list[int]) -> None:
-        self.server.unshape_links(peers)
-
-    async def cut_links(self, peers: list[int]) -> int:
-        return self.server.cut_links(peers)
-
-    async def unblock(self, peers: list[int]) -> None:
-        self.server.unblock(peers)
-
-    async def stop(self) -> None:
-        await self.server.stop()

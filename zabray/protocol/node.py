@@ -92,6 +92,8 @@ class Node:
         self.round = 0
         self.state = PeerState.LOOKING
         self.leader_sid = -1
+        self.ended_why = ""
+        """Why the last iteration ended (empty before the first ends): for the shell's log."""
         self.vote: tuple[int, int, int] = (-1, 0, 0)
         self.token = 0
         self.durable_token = 0
@@ -208,6 +210,7 @@ class Node:
         """End the current iteration: close its channels, drop what it held, look for a leader."""
         from zabray.protocol.election import Election
 
+        self.ended_why = why
         self.role.end()
         for ch in self.role.channels():
             self._out.append(Close(ch))

@@ -1,0 +1,107 @@
+"""The Ray actor around ``ReplicaServer``: what the ensemble controller creates, one per replica.
+
+Every method is a control call (start, status, faults, holds); none carries a write, which
+travels over the replica's own TCP ports. The server does the work; this class only adapts it
+to Ray (an async actor, so each call runs on the server's own event loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from actors.replica import ReplicaServer
+from zabray.holds import HeldMessage, HoldPattern
+
+
+class ReplicaActor:
+    """The Ray actor around ``ReplicaServer`` (created by the ensemble controller)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        import sys
+
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        # The IO thread needs the GIL back quickly after each write/fdatasync returns; the
+        # default 5 ms switch interval would add that much to every group commit.
+        sys.setswitchinterval(0.0005)
+        self.server = ReplicaServer(**kwargs)
+
+    async def start(self) -> dict[str, Any]:
+        info = await self.server.start()
+        self._metrics_task = asyncio.get_running_loop().create_task(self.server.metrics.export_forever(self.server))
+        import ray
+
+        info["node_id"] = ray.get_runtime_context().get_node_id()
+        return info
+
+    async def set_peers(self, addrs: dict[int, tuple[str, int]]) -> None:
+        self.server.set_peers(addrs)
+
+    async def status(self) -> dict[str, Any]:
+        return self.server.status()
+
+    async def request_snapshot(self) -> dict[str, int]:
+        return self.server.request_snapshot()
+
+    async def tree_digest(self) -> tuple[str, int] | None:
+        return self.server.tree_digest()
+
+    async def history(self, after: int = 0) -> list[tuple[int, str]]:
+        return self.server.history(after)
+
+    async def block(self, peers: list[int]) -> None:
+        self.server.block(peers)
+
+    async def arm_crash(self, point: str, nth: int = 1) -> None:
+        self.server.faults.arm(point, nth)
+
+    async def arm_crashes(self, points: list[tuple[str, int]]) -> None:
+        """Arm several crash points at once (replacing what was armed); empty disarms."""
+        self.server.faults.arm_all(points)
+
+    async def disk_fault(self, kind: str, delay_ms: float = 0.0) -> None:
+        f = self.server.faults
+        if kind == "fsync-fail":
+            f.fail_next_sync = True
+        elif kind == "slow-fsync":
+            f.sync_delay_s = delay_ms / 1000
+        elif kind == "lose-unsynced":
+            # A power cut: everything not yet fdatasync'ed is gone. Appends sit in memory until
+            # the group commit writes and syncs them together, so dying before the next one is it.
+            self.server._crash("lose-unsynced")
+        elif kind == "clear":
+            f.fail_next_sync, f.sync_delay_s = False, 0.0
+        else:
+            from zabray.errors import ConfigError
+
+            raise ConfigError(f"unknown disk fault {kind!r}: fsync-fail, slow-fsync, lose-unsynced or clear")
+
+    async def add_hold(self, hold_id: int, pattern: HoldPattern) -> None:
+        self.server.add_hold(hold_id, pattern)
+
+    async def stop_hold(self, hold_id: int | None) -> None:
+        self.server.stop_hold(hold_id)
+
+    async def release_held(self, hold_id: int | None, count: int | None, dst: int | None) -> list[HeldMessage]:
+        out = self.server.release_held(hold_id, count, dst)
+        await asyncio.sleep(0)  # the released frames are written before this call returns
+        return out
+
+    async def held(self) -> list[HeldMessage]:
+        return self.server.held()
+
+    async def shape_links(self, peers: list[int], delay_ms: float | None) -> None:
+        self.server.shape_links(peers, delay_ms)
+
+    async def unshape_links(self, peers: list[int]) -> None:
+        self.server.unshape_links(peers)
+
+    async def cut_links(self, peers: list[int]) -> int:
+        return self.server.cut_links(peers)
+
+    async def unblock(self, peers: list[int]) -> None:
+        self.server.unblock(peers)
+
+    async def stop(self) -> None:
+        await self.server.stop()
