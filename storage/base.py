@@ -27,6 +27,7 @@ from zabray.protocol.actions import (
 )
 from zabray.protocol.durable import DurableState
 from zabray.protocol.messages import Txn
+from zabray.protocol.statemachine import Encoded
 from zabray.protocol.zxid import Zxid
 
 
@@ -45,7 +46,7 @@ class Store(Protocol):
 
     def install_snapshot(self, zxid: Zxid, state: bytes) -> None: ...
 
-    def save_snapshot(self, zxid: Zxid, state: bytes) -> None: ...
+    def save_snapshot(self, zxid: Zxid, state: bytes | Encoded) -> None: ...
 
     def close(self) -> None: ...
 

@@ -35,6 +35,7 @@ from storage.txnlog import TxnLog
 from zabray.errors import ConfigError, StorageError
 from zabray.protocol.durable import DurableState
 from zabray.protocol.messages import Txn
+from zabray.protocol.statemachine import Encoded
 from zabray.protocol.zxid import Zxid, fmt
 
 log = logging.getLogger(__name__)
@@ -278,7 +279,7 @@ class DiskStore:
                     "%s: install_snapshot drops %d unsynced records", self.path, self._log.pending_records
                 )
             gen = self._generation + 1
-            new = snapshots.write(self.path, gen, z, data)  # the commit point
+            new = snapshots.write(self.path, gen, z, (data,))  # the commit point
             old = [s.name for s in self._log.reset(gen, z)] + [s.name for s in self._snaps]
             self._generation = gen
             self._snaps = [new]
@@ -287,14 +288,14 @@ class DiskStore:
             fsutil.fsync_dir(self.path)
             log.info("%s: installed snapshot at %s as generation %d", self.path, fmt(z), gen)
 
-    def save_snapshot(self, zxid: Zxid, state: bytes) -> None:
+    def save_snapshot(self, zxid: Zxid, state: bytes | Encoded) -> None:
         """Durably record the delivered state at ``zxid``; the log after it is kept.
 
         Keeps the ``keep_snapshots`` newest snapshots (in generation 0 the empty initial state
         counts as the oldest) and every segment needed to replay from the oldest of them.
         """
         z = _zxid(zxid, "save_snapshot")
-        data = self._state_bytes(state)
+        data = tuple(map(self._state_bytes, state)) if isinstance(state, tuple) else (self._state_bytes(state),)
         self._check()
         if self._snaps and z < self._snaps[-1].zxid:
             raise ConfigError(

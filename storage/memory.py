@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from zabray.protocol.durable import DurableState
 from zabray.protocol.messages import Txn
+from zabray.protocol.statemachine import Encoded, joined
 from zabray.protocol.zxid import ZERO, Zxid
 
 
@@ -63,8 +64,8 @@ class MemoryStore:
         self.snapshot_zxid, self.snapshot = zxid, state
         self.log = []
 
-    def save_snapshot(self, zxid: Zxid, state: bytes) -> None:
-        self.snapshot_zxid, self.snapshot = zxid, state
+    def save_snapshot(self, zxid: Zxid, state: bytes | Encoded) -> None:
+        self.snapshot_zxid, self.snapshot = zxid, joined(state)
         self.log = [t for t in self.log if t.zxid > zxid]
 
     def crash(self) -> None:

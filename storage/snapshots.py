@@ -18,7 +18,7 @@ import logging
 import os
 import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from storage import fsutil
@@ -57,23 +57,26 @@ def parse_name(name: str) -> SnapshotFile | None:
     return SnapshotFile(int(m.group(1), 16), Zxid(int(m.group(2), 16)), name)
 
 
-def write(dirpath: str, generation: int, zxid: Zxid, state: bytes) -> SnapshotFile:
-    """Atomically and durably write a snapshot; returns its file."""
+def write(dirpath: str, generation: int, zxid: Zxid, state: Sequence[bytes]) -> SnapshotFile:
+    """Atomically and durably write a snapshot whose state is the concatenation of ``state``'s
+    parts (never joined: a tree's is hundreds of megabytes); returns its file."""
     name = file_name(generation, zxid)
-    header = _HEADER.pack(_MAGIC, _VERSION, 0, generation, zxid, len(state))
-    view = memoryview(state)
+    size = sum(len(p) for p in state)
+    header = _HEADER.pack(_MAGIC, _VERSION, 0, generation, zxid, size)
 
     def chunks() -> Iterator[bytes | memoryview]:
         crc = crc32c(header)
         yield header
-        for i in range(0, len(view), _CHUNK):
-            part = view[i : i + _CHUNK]
-            crc = crc32c(part, crc)
-            yield part
+        for p in state:
+            view = memoryview(p)
+            for i in range(0, len(view), _CHUNK):
+                part = view[i : i + _CHUNK]
+                crc = crc32c(part, crc)
+                yield part
         yield _TRAILER.pack(crc, _END)
 
     fsutil.atomic_write(dirpath, name, chunks())
-    log.debug("snapshot %s written (%d bytes)", name, len(state))
+    log.debug("snapshot %s written (%d bytes)", name, size)
     return SnapshotFile(generation, zxid, name)
 
 

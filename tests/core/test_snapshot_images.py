@@ -44,7 +44,7 @@ def test_the_image_is_of_its_zxid_and_its_bytes_are_persisted_when_handed_back()
     n.step(Received(ch, m.Commit(Zxid.of(5, 3))))
     assert encodes(n.step(SnapshotRequested())) == []
     data = enc.image.encode(1)
-    assert data is not None and msgpack.unpackb(data)[:2] == [Zxid.of(5, 2), 2]  # the state at 5:2
+    assert data is not None and msgpack.unpackb(b"".join(data))[:2] == [Zxid.of(5, 2), 2]  # the state at 5:2
     (p,) = persists(n.step(SnapshotEncoded(enc.image, enc.zxid, data)))
     assert isinstance(p, a.PersistSnapshot) and (p.zxid, p.state) == (Zxid.of(5, 2), data)
     n.step(Persisted(p.token))
@@ -65,7 +65,7 @@ def test_an_image_taken_before_a_snap_is_never_persisted() -> None:
     assert data is not None
     assert persists(n.step(SnapshotEncoded(old.image, old.zxid, data))) == []
     (new,) = encodes(n.step(SnapshotRequested()))
-    assert new.zxid == Zxid.of(4, 7) and new.image.encode(1) == state
+    assert new.zxid == Zxid.of(4, 7) and new.image.encode(1) == (state,)
 
 
 def leader_with_a_snapshot(**config: int) -> Node:
@@ -96,7 +96,7 @@ def test_a_leader_snaps_a_learner_once_its_image_is_encoded_and_pings_it_meanwhi
     data = enc.image.encode(1)
     assert data is not None
     out = n.step(SnapshotEncoded(enc.image, enc.zxid, data))
-    assert sent(out) == [m.Snap(Zxid.of(3, 5), data), m.Diff((m.Txn(Zxid.of(3, 6), b"v6"),)),
+    assert sent(out) == [m.Snap(Zxid.of(3, 5), b"".join(data)), m.Diff((m.Txn(Zxid.of(3, 6), b"v6"),)),
                          m.NewLeader(4, Zxid.of(3, 6))]
     assert persists(out) == []  # an image for a SNAP is not a local snapshot
 
@@ -125,7 +125,7 @@ def test_a_snap_carries_on_with_everything_the_leader_proposed_while_its_image_w
     assert data is not None
     out = n.step(SnapshotEncoded(enc.image, enc.zxid, data))
     assert [(x.channel, x.msg) for x in out if isinstance(x, a.Send)] == [
-        (ch3, m.Snap(Zxid.of(3, 6), data)), (ch3, m.Diff((txn,))), (ch3, m.NewLeader(4, Zxid.of(4, 1)))]
+        (ch3, m.Snap(Zxid.of(3, 6), b"".join(data))), (ch3, m.Diff((txn,))), (ch3, m.NewLeader(4, Zxid.of(4, 1)))]
 
 
 def test_a_state_larger_than_snap_chunk_goes_in_parts_and_is_restored_whole() -> None:
@@ -134,9 +134,11 @@ def test_a_state_larger_than_snap_chunk_goes_in_parts_and_is_restored_whole() ->
     n.step(Received(ch, m.FollowerInfo(2, 0, Zxid(0))))
     n.step(Persisted(1))
     (enc,) = encodes(n.step(Received(ch, m.AckEpoch(0, Zxid(0), True))))
-    data = enc.image.encode(1)
-    assert data is not None and len(data) > 20
-    snaps = [x for x in sent(n.step(SnapshotEncoded(enc.image, enc.zxid, data))) if isinstance(x, m.Snap)]
+    encoded = enc.image.encode(1)
+    assert encoded is not None
+    data = b"".join(encoded)
+    assert len(data) > 20
+    snaps = [x for x in sent(n.step(SnapshotEncoded(enc.image, enc.zxid, encoded))) if isinstance(x, m.Snap)]
     assert len(snaps) == -(-len(data) // 10) and all(len(s.state) <= 10 for s in snaps)
     assert [s.last for s in snaps] == [False] * (len(snaps) - 1) + [True]
     assert b"".join(s.state for s in snaps) == data

@@ -356,7 +356,7 @@ def test_interrupted_install_leftovers_are_ignored_and_removed(tmp_path):
         s.sync()
         s.save_snapshot(Zxid.of(1, 3), b"old-snap")
     # The install got as far as its commit point (the new-generation snapshot) and no further.
-    snapshots.write(d, 1, Zxid.of(2, 0), b"new")
+    snapshots.write(d, 1, Zxid.of(2, 0), (b"new",))
     with DiskStore(d, segment_bytes=SEG) as s:
         st = s.recover()
         assert (st.snapshot_zxid, st.snapshot, st.txns) == (Zxid.of(2, 0), b"new", ())

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from zabray.fastinit import fast_inits
 from zabray.protocol.events import ChannelId
 from zabray.protocol.messages import Message, Notification, Txn
-from zabray.protocol.statemachine import SnapshotImage
+from zabray.protocol.statemachine import Encoded, SnapshotImage
 from zabray.protocol.zxid import Zxid
 
 
@@ -112,11 +112,12 @@ class EncodeSnapshot(Action):
 
 @dataclass(frozen=True, slots=True)
 class PersistSnapshot(Persist):
-    """A local snapshot of the delivered state at ``zxid``; the log is kept."""
+    """A local snapshot of the delivered state at ``zxid``; the log is kept. ``state`` is its bytes,
+    whole or in parts (``Encoded``)."""
 
     token: int
     zxid: Zxid
-    state: bytes
+    state: bytes | Encoded
 
 
 # -- the application and clients ---------------------------------------------------------------

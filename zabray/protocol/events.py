@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from zabray.fastinit import fast_inits
 from zabray.protocol.messages import Message, Notification
-from zabray.protocol.statemachine import SnapshotImage
+from zabray.protocol.statemachine import Encoded, SnapshotImage
 from zabray.protocol.zxid import Zxid
 
 
@@ -90,11 +90,12 @@ class SnapshotRequested(Event):
 
 @dataclass(frozen=True, slots=True)
 class SnapshotEncoded(Event):
-    """The shell has encoded the image an ``EncodeSnapshot`` asked for: ``data`` is its bytes."""
+    """The shell has encoded the image an ``EncodeSnapshot`` asked for: ``data`` is its bytes, in
+    parts."""
 
     image: SnapshotImage
     zxid: Zxid
-    data: bytes
+    data: Encoded
 
 
 fast_inits(globals())  # built on every message or write: see zabray.fastinit

@@ -60,6 +60,7 @@ from zabray.protocol.messages import (
     UpToDate,
 )
 from zabray.protocol.role import Role
+from zabray.protocol.statemachine import Encoded, joined
 from zabray.protocol.zxid import ZERO, Zxid
 
 if TYPE_CHECKING:
@@ -247,18 +248,21 @@ class Leader(Role):
         self._send(h, NewLeader(self.epoch, hist.last))
         h.stage = Stage.SYNCING
 
-    def on_image(self, zxid: Zxid, state: bytes) -> None:
+    def on_image(self, zxid: Zxid, encoded: Encoded) -> None:
         """The delivered state at ``zxid`` is encoded: SNAP it to every learner waiting for it,
         then the history after it (everything proposed meanwhile included)."""
         # Compaction stays below every image: it follows only snapshots persisted from older ones.
         assert zxid >= self.node.history.base, f"image {zxid!r} below the history's base"
+        waiting = [h for h in self.learners.values() if h.stage == Stage.SNAPPING]
+        if not waiting:
+            return  # a local snapshot: its bytes are not copied here
+        state = joined(encoded)
         size = self.node.cfg.snap_chunk
         parts = [Snap(zxid, state[i : i + size], i + size >= len(state)) for i in range(0, len(state), size)]
-        for h in list(self.learners.values()):
-            if h.stage == Stage.SNAPPING:
-                for part in parts or [Snap(zxid, state)]:
-                    self._send(h, part)
-                self._send_history(h, zxid)
+        for h in waiting:
+            for part in parts or [Snap(zxid, state)]:
+                self._send(h, part)
+            self._send_history(h, zxid)
 
     def _on_ack_newleader(self, h: LearnerHandle, msg: AckNewLeader) -> None:
         if h.stage != Stage.SYNCING or msg.epoch != self.epoch:

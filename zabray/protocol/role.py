@@ -10,6 +10,7 @@ from zabray.protocol.messages import Message, Notification
 
 if TYPE_CHECKING:
     from zabray.protocol.node import Node
+    from zabray.protocol.statemachine import Encoded
     from zabray.protocol.zxid import Zxid
 
 
@@ -37,7 +38,7 @@ class Role:
     def on_touch(self, sessions: tuple[int, ...]) -> None:
         """Session liveness: dropped unless a leader (or a learner with a leader) is there."""
 
-    def on_image(self, zxid: Zxid, state: bytes) -> None:
+    def on_image(self, zxid: Zxid, encoded: Encoded) -> None:
         """An image of the delivered state at ``zxid`` is encoded (only a leader waits for one)."""
 
     def forget_request(self, request_id: int) -> None:
