@@ -253,6 +253,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
         while True:
             await asyncio.sleep(period)
             self._step(Tick())
+            gc_policy.tick()
             node = self.node
             if node is not None and self.fatal is None:
                 self._run(self.service.tick(*_role(node)))

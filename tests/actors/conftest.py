@@ -8,6 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from actors import gc_policy
+
 
 @pytest.fixture(autouse=True)
 def restore_gc() -> Iterator[None]:
@@ -15,3 +17,6 @@ def restore_gc() -> Iterator[None]:
     yield
     gc.unfreeze()
     gc.set_threshold(*threshold)
+    if gc_policy._on_collection in gc.callbacks:
+        gc.callbacks.remove(gc_policy._on_collection)
+    gc_policy._freeze_due = False

@@ -93,3 +93,22 @@ def test_recovered_and_snap_installed_trees_are_frozen(tmp_path: Path) -> None:
                 await s.stop()
 
     asyncio.run(asyncio.wait_for(body(), 90))
+
+
+def test_a_slow_full_collection_freezes_what_it_scanned_at_the_next_tick(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tree grown by writes since the replica started is frozen too, once a full collection
+    of it is slow: not inside the collector, but at the replica's next tick."""
+    monkeypatch.setattr(gc_policy, "FREEZE_AFTER_S", 0.0)  # every full collection counts as slow
+    gc_policy.configure()
+    assert gc.get_threshold()[:2] == (gc_policy.YOUNG, gc_policy.OLDER)
+    grown = [[i] for i in range(5_000)]  # lists: always tracked (a dict of ints is not)
+    gc.collect(1)
+    gc_policy.tick()
+    assert scanned(grown) == len(grown), "a collection of the middle generation froze the heap"
+    gc.collect()
+    assert scanned(grown) == len(grown), "frozen inside the collector, before the tick"
+    gc_policy.tick()
+    assert scanned(grown) == 0, "the full collection's survivors were not frozen at the tick"
+    later = [[i] for i in range(100)]
+    gc_policy.tick()
+    assert scanned(later) == len(later), "a tick froze again without a slow full collection"
