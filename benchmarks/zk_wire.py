@@ -51,6 +51,10 @@ def _print_ensemble_health(ens: Any, epoch0: int) -> None:
           f"replicas up {sum(r.alive for r in st)}/{len(st)}, snapshots "
           f"{sum(s.get('snapshots_encoded', 0) for s in stats)} "
           f"({sum(s.get('snapshot_slices', 0) for s in stats)} slices)")
+    # What held a replica's loop (actors/stall_watch.py; the replicas' logs have each one's stack).
+    print("event loops held over a quarter of sync_limit: "
+          + ", ".join(f"replica {r.sid} {s.get('loop_stalls', 0)}x (longest {s.get('loop_stall_max_ms', 0)} ms, "
+                      f"longest collection {s.get('gc_max_ms', 0)} ms)" for r, s in zip(st, stats, strict=True)))
 
 
 def main() -> None:
