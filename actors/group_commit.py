@@ -27,6 +27,10 @@ from zabray.protocol.node import Node
 
 _INLINE_BYTES = 64 * 1024
 """The most a group synced on the loop may hold; larger groups overlap with the loop's work."""
+_INLINE_SLOW_S = 0.02
+"""An fdatasync this slow means the disk is busy: on this machine they take 0.1-0.3 ms idle and
+took 0.3 s while another replica wrote a snapshot, holding the loop all that time."""
+_INLINE_BACKOFF_S = 2.0
 _RECORD_OVERHEAD = 64
 """At least a log record's header (36 bytes), so a group that fits by this count fits on disk."""
 
@@ -47,6 +51,7 @@ class GroupCommit:
     _flushing: bool
     _flush_scheduled: bool
     _flush_t0: float
+    _inline_after: float
     _stopped: bool
 
     def _step(self, event: Event) -> None:  # pragma: no cover (ReplicaServer's)
@@ -102,8 +107,10 @@ class GroupCommit:
         """Whether ``action`` costs no more than one small write and one fdatasync: only then may
         it hold the loop. A snapshot (a whole tree), an epoch file, a truncation or a segment
         rollover (which creates and fsyncs a 64 MiB file when no spare is ready) would hold it
-        for as long as peers take to drop a silent replica, on every replica at once."""
-        if type(action) is not AppendTxns or self.faults.sync_delay_s:
+        for as long as peers take to drop a silent replica, on every replica at once. So would a
+        disk that has become slow: after a group commit took over ``_INLINE_SLOW_S``, every one
+        goes to the IO thread for ``_INLINE_BACKOFF_S``, and the loop keeps serving meanwhile."""
+        if type(action) is not AppendTxns or self.faults.sync_delay_s or self._flush_t0 < self._inline_after:
             return False
         size = 0
         for t in action.txns:
@@ -132,7 +139,10 @@ class GroupCommit:
                     self._crash(f"persist-after:{kind}")
         self.stats["syncs"] += 1
         self.stats["synced_actions"] += n
-        self.metrics.fsync(time.monotonic() - self._flush_t0)
+        now = time.monotonic()
+        self.metrics.fsync(now - self._flush_t0)
+        if now - self._flush_t0 > _INLINE_SLOW_S:  # the disk is busy: a snapshot, another process
+            self._inline_after = now + _INLINE_BACKOFF_S
         self._step(Persisted(upto))
         if self._pq:
             self._flush()

@@ -129,6 +129,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
         self._pq: list[Persist] = []
         self._flushing = False
         self._flush_scheduled = False
+        self._inline_after = 0.0  # monotonic time before which every group commit uses the IO thread
         # Peer channels and client connections, written when the callback that queued frames
         # returns, after the trace rows of that callback reach the kernel; then the group
         # commit waiting for its turn starts (a leader's PROPOSALs are on the wire before its
