@@ -66,6 +66,9 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--config", default=None, help="zabray YAML config (default: configs/local.yaml)")
     ap.add_argument("--json", default=None, help="also write every run's result here")
+    ap.add_argument("--zk-force-sync", choices=["yes", "no"], default="yes",
+                    help="ZooKeeper's forceSync; 'no' with a zabray config of fsync: false compares the two "
+                         "without the disk")
     args = ap.parse_args()
 
     import ray
@@ -83,7 +86,7 @@ def main() -> None:
     print(f"machine: {platform.node()}, {os.cpu_count()} cores, python {platform.python_version()}, {loop}")
     print(f"zabray: config {args.config or 'configs/local.yaml'} (fsync {cfg.fsync}, trace {cfg.trace}, "
           f"auth {cfg.auth}, tls {cfg.tls}, tick_ms {cfg.tick_ms})")
-    print("ZooKeeper: Apache ZooKeeper 3.8 (Debian), forceSync=yes, setData from its Java client")
+    print(f"ZooKeeper: Apache ZooKeeper 3.8 (Debian), forceSync={args.zk_force_sync}, setData from its Java client")
     print(f"load: {args.size} B values, in flight {args.in_flight}, {args.seconds} s timed + {args.warmup} s "
           f"warm-up per run, {args.rounds} rounds (after {'an uncounted warm-up round' if args.warm_round else 'no warm-up round'}), "
           f"alternating order; sizes {args.replicas}, paths {args.paths}")
@@ -92,7 +95,8 @@ def main() -> None:
     results: list[dict[str, Any]] = []
     try:
         for n in args.replicas:
-            with apache_zk.ApacheZooKeeper(tmp / f"apache-{n}", servers=n) as azk:
+            with apache_zk.ApacheZooKeeper(tmp / f"apache-{n}", servers=n,
+                                           force_sync=args.zk_force_sync == "yes") as azk:
                 for path in args.paths:
                     pcfg = cfg.to_dict() | ({"service": "zookeeper"} if path == "service" else {})
                     ens = Ensemble.start(n, config=pcfg, name=f"zkbench-{n}-{path}-{os.getpid()}",
