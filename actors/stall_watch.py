@@ -6,11 +6,12 @@ costs an election: a long computation on the loop, a full collection of a large 
 process that gets no CPU. Nothing in the trace says which, since a held loop writes nothing.
 So a replica watches itself and says so in its log, where a user who saw an election looks:
 
-- a beat re-armed on the loop every ``threshold / 5`` seconds; a beat that comes more than
+- a beat re-armed on the loop every ``threshold / 2`` seconds; a beat that comes more than
   ``threshold`` late is a stall: logged with its length once the loop turns again, and counted
   in ``status()`` (``loop_stalls``, ``loop_stall_max_ms``);
-- a daemon thread that, while the loop is held, logs the loop thread's stack once per stall
-  (it needs the GIL, so a stall inside C code that keeps it shows only when it ends);
+- a daemon thread, waking every ``threshold``, that logs the loop thread's stack once per stall
+  while the loop is held (it needs the GIL, so a stall inside C code that keeps it shows only
+  when it ends);
 - a ``gc.callbacks`` hook that logs every collection longer than ``threshold / 2`` and keeps
   the longest (``gc_max_ms``).
 
@@ -43,7 +44,7 @@ class StallWatch:
         self.name = name
         self.stats = stats
         self.threshold = threshold_s
-        self.period = threshold_s / 5
+        self.period = threshold_s / 2  # a beat: ~0.5% of a core at the test configs' 75 ms threshold
         for k in STATS:
             stats.setdefault(k, 0)
         self._last = time.monotonic()
@@ -85,7 +86,7 @@ class StallWatch:
         self._handle = self._loop.call_later(self.period, self._beat)
 
     def _watch(self) -> None:
-        while not self._stop.wait(self.period):
+        while not self._stop.wait(self.threshold):  # a hold of twice that is always seen
             last = self._last
             held = time.monotonic() - last - self.period
             if held > self.threshold and self._reported != last:
