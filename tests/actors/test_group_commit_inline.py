@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import defaultdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +37,24 @@ def recorded(monkeypatch: pytest.MonkeyPatch, ran: dict[str, set[str]], cls: Any
     monkeypatch.setattr(cls, name, wrapper)
 
 
-async def ensemble(tmp_path: Path, secret: Any, config: dict[str, Any]) -> tuple[dict[int, ReplicaServer], EnsembleClient]:
+@asynccontextmanager
+async def ensemble(tmp_path: Path, secret: Any, config: dict[str, Any]
+                   ) -> AsyncIterator[tuple[dict[int, ReplicaServer], EnsembleClient]]:
+    """Three replica servers on this loop and a broadcast client, stopped on the way out."""
     servers = {sid: ReplicaServer(ensemble="inline", sid=sid, voters=[1, 2, 3], observers=[], config=config,
                                   secret=secret, data_dir=str(tmp_path / f"r{sid}")) for sid in (1, 2, 3)}
-    infos = {sid: await s.start() for sid, s in servers.items()}
-    for s in servers.values():
-        s.set_peers({sid: tuple(i["quorum"]) for sid, i in infos.items()})
-    return servers, EnsembleClient("inline", {sid: tuple(i["client"]) for sid, i in infos.items()}, secret=secret)
+    client = None
+    try:
+        infos = {sid: await s.start() for sid, s in servers.items()}
+        for s in servers.values():
+            s.set_peers({sid: tuple(i["quorum"]) for sid, i in infos.items()})
+        client = EnsembleClient("inline", {sid: tuple(i["client"]) for sid, i in infos.items()}, secret=secret)
+        yield servers, client
+    finally:
+        if client is not None:
+            client.close()
+        for s in servers.values():
+            await s.stop()
 
 
 def test_snapshots_and_rollovers_run_on_the_io_thread_and_lone_appends_on_the_loop(
@@ -54,8 +67,7 @@ def test_snapshots_and_rollovers_run_on_the_io_thread_and_lone_appends_on_the_lo
     secret = new_secret()
 
     async def body() -> None:
-        servers, client = await ensemble(tmp_path, secret, {"fsync": True, "snapshot_every": 20})
-        try:
+        async with ensemble(tmp_path, secret, {"fsync": True, "snapshot_every": 20}) as (servers, client):
             for i in range(60):  # one at a time: each is a lone append on every replica
                 await client.submit(b"v%d" % i, timeout=30)
             while sum(s.stats["snapshots_encoded"] for s in servers.values()) < 3 or not ran["save_snapshot"]:
@@ -64,10 +76,6 @@ def test_snapshots_and_rollovers_run_on_the_io_thread_and_lone_appends_on_the_lo
             # while (see the next test): write on until one runs on the loop again.
             while "loop" not in ran["sync"]:
                 await client.submit(b"more", timeout=30)
-        finally:
-            client.close()
-            for s in servers.values():
-                await s.stop()
 
     asyncio.run(asyncio.wait_for(body(), 50))
     assert ran["_roll"] == {"io"}, f"a segment was created on the event loop: {dict(ran)}"
@@ -84,8 +92,7 @@ def test_after_a_slow_group_commit_appends_leave_the_loop_to_the_io_thread(
     secret = new_secret()
 
     async def body() -> None:
-        servers, client = await ensemble(tmp_path, secret, {"fsync": False})
-        try:
+        async with ensemble(tmp_path, secret, {"fsync": False}) as (servers, client):
             while "loop" not in ran["sync"]:  # (after any backoff the first segment's creation began)
                 await client.submit(b"light load", timeout=30)
             monkeypatch.setattr(group_commit, "_INLINE_BACKOFF_S", 3600.0)  # not over before the test ends
@@ -98,10 +105,6 @@ def test_after_a_slow_group_commit_appends_leave_the_loop_to_the_io_thread(
             ran.clear()
             for i in range(10):
                 await client.submit(b"fast again %d" % i, timeout=30)
-        finally:
-            client.close()
-            for s in servers.values():
-                await s.stop()
 
     asyncio.run(asyncio.wait_for(body(), 50))
     assert ran["sync"] == {"io"}, f"a sync ran on the loop after a slow one: {dict(ran)}"
