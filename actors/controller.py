@@ -26,9 +26,17 @@ from zabray import trace
 from zabray.config import EnsembleConfig
 from zabray.crashpoints import crash_points as check_crash_points
 from zabray.errors import ConfigError, NotRunningError
+from zabray.rayhead import WORKER_NICENESS
 
 log = logging.getLogger(__name__)
 NAMESPACE = "zabray"
+
+
+def _replica_env() -> dict[str, Any] | None:
+    """Nothing when this worker runs at nice 0: the raylet's environment then already starts
+    replicas' workers so (``zabray.rayhead.unniced_workers``). Otherwise, a cluster started
+    without it, each replica asks for nice 0 itself, at the price of Ray's ``setup_worker``."""
+    return None if os.nice(0) <= 0 else {"env_vars": {WORKER_NICENESS: "0"}}
 
 
 def controller_name(name: str) -> str:
@@ -110,11 +118,7 @@ class EnsembleController:
             # Unique per incarnation: a crashed actor's name lingers in the GCS for a moment.
             name=f"{self.name}:replica-{sid}:{previous + 1}",
             namespace=NAMESPACE,
-            # Ray starts workers at nice 15 so that its own daemons win the CPU; a replica is a
-            # latency-bound server, and a machine it shares with other servers (ZooKeeper in the
-            # side-by-side benchmarks, say) would otherwise starve it. Ray's job supervisor does
-            # the same for itself.
-            runtime_env={"env_vars": {"RAY_worker_niceness": "0"}},
+            runtime_env=_replica_env(),
         )
         handle: Any = actor.remote(ensemble=self.name, sid=sid, config=self.cfg.to_dict(), voters=self.voters,
                               observers=self.observers, data_dir=self.data_dir(sid), run_dir=self.run_dir,

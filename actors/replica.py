@@ -160,6 +160,9 @@ class ReplicaServer(FaultHooks, GroupCommit):
     async def start(self) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
         self.loop = loop
+        if os.nice(0) > 0:
+            log.warning("replica %d runs at nice %d: a busy machine will starve it (start Ray with "
+                        "RAY_worker_niceness=0 in its environment)", self.sid, os.nice(0))
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.incarnation = next_incarnation(self.data_dir, self.min_incarnation)
         self.store = DiskStore(self.data_dir / "store", keep_snapshots=self.cfg.keep_snapshots,
@@ -462,6 +465,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
             fatal=self.fatal,
             established=bool(leader_role) if self.node.state == PeerState.LEADING else None,
             pid=os.getpid(),
+            nice=os.nice(0),
             stats=dict(self.stats),
             transport=dict(self.transport.stats) if self.transport is not None else {},
         )

@@ -50,12 +50,14 @@ def main() -> None:
 
     from zabray.config import EnsembleConfig
     from zabray.ensemble import Ensemble
+    from zabray.rayhead import unniced_workers
 
     cfg = EnsembleConfig.load(args.config, service="zookeeper", diff_window=1000, snapshot_every=10**9)
     print(f"machine: {platform.node()}, {os.cpu_count()} cores, python {platform.python_version()}")
     print(f"zabray: 3 replicas, config {args.config or 'configs/local.yaml'} + service: zookeeper, diff_window 1000, "
           f"snapshots on request only (fsync {cfg.fsync}, trace {cfg.trace}); {args.znodes:,} znodes of {args.size} B")
     tmp = tempfile.mkdtemp(prefix="zabray-large-tree-")
+    unniced_workers()  # replicas at nice 0, as `zabray up` and Ensemble.start run them
     ray.init(address="local", include_dashboard=False, log_to_driver=False, num_cpus=os.cpu_count() or 2)
     ens = Ensemble.start(3, config=cfg.to_dict(), name=f"large-{os.getpid()}", data_dir=f"{tmp}/data",
                          run_dir=f"{tmp}/run")

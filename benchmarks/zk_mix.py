@@ -69,8 +69,11 @@ def main() -> None:
     a = ap.parse_args()
     import ray
 
-    ray.init(namespace="zabray", include_dashboard=False, log_to_driver=False)
     from zabray.ensemble import Ensemble
+    from zabray.rayhead import unniced_workers
+
+    unniced_workers()  # replicas at nice 0, as `zabray up` and Ensemble.start run them
+    ray.init(namespace="zabray", include_dashboard=False, log_to_driver=False)
 
     for n in a.replicas:
         tmp = tempfile.mkdtemp(prefix="zkmix-")

@@ -79,6 +79,7 @@ def main() -> None:
     from zabray import apache_zk
     from zabray.config import EnsembleConfig
     from zabray.ensemble import Ensemble
+    from zabray.rayhead import unniced_workers
 
     if not apache_zk.available():
         sys.exit("Apache ZooKeeper is not installed: run bin/bootstrap (it installs Debian's zookeeper)")
@@ -91,6 +92,7 @@ def main() -> None:
     print(f"load: {args.size} B values, {args.seconds} s timed + {args.warmup} s warm-up per run, "
           f"{args.rounds} rounds (after {'an uncounted warm-up run per server' if args.warm_round else 'no warm-up run'}), "
           "alternating order")
+    unniced_workers()  # replicas at nice 0, as `zabray up` and Ensemble.start run them
     ray.init(address="local", include_dashboard=False, log_to_driver=False, num_cpus=os.cpu_count() or 2)
     results: list[dict[str, Any]] = []
     try:

@@ -76,6 +76,7 @@ def main() -> None:
     from zabray import apache_zk
     from zabray.config import EnsembleConfig
     from zabray.ensemble import Ensemble
+    from zabray.rayhead import unniced_workers
 
     if not apache_zk.available():
         sys.exit("Apache ZooKeeper is not installed: run bin/bootstrap (it installs Debian's zookeeper)")
@@ -91,6 +92,7 @@ def main() -> None:
           f"warm-up per run, {args.rounds} rounds (after {'an uncounted warm-up round' if args.warm_round else 'no warm-up round'}), "
           f"alternating order; sizes {args.replicas}, paths {args.paths}")
     tmp = Path(tempfile.mkdtemp(prefix="zabray-bench-zk-"))
+    unniced_workers()  # replicas at nice 0, as `zabray up` and Ensemble.start run them
     ray.init(address="local", include_dashboard=False, log_to_driver=False, num_cpus=os.cpu_count() or 2)
     results: list[dict[str, Any]] = []
     try:

@@ -30,7 +30,7 @@ from zabray.errors import (
 )
 from zabray.holds import HoldControl
 from zabray.protocol.zxid import Zxid
-from zabray.rayhead import running_head
+from zabray.rayhead import running_head, unniced_workers
 
 if TYPE_CHECKING:
     from storage.diskview import DiskView
@@ -66,6 +66,7 @@ def init_ray(address: str | None = None) -> None:
         elif running_head() is not None:
             ray.init(**kwargs)  # Ray's own lookup of that head, which also enables its token
         else:
+            unniced_workers()
             ray.init(address="local", **kwargs)
     finally:
         for q, level in zip(quiet, levels, strict=True):

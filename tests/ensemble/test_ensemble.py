@@ -26,6 +26,8 @@ def test_a_leader_is_elected_and_1000_values_commit_in_order_everywhere(start, r
     want = [(z, trace.digest(v)) for z, v in zip(zxids, values, strict=True)]
     for sid, hist in ens.histories().items():
         assert hist[-1000:] == want, f"replica {sid} delivered something else"
+    # A latency-bound server, not one of Ray's nice-15 workers (zabray.rayhead.unniced_workers).
+    assert {s.sid: s.raw["nice"] for s in ens.status()} == {sid: 0 for sid in range(1, replicas + 1)}
 
 
 def test_killing_a_follower_mid_stream_does_not_interrupt_writes(shared3) -> None:

@@ -12,6 +12,7 @@ import pytest
 from tests.ensemble.conftest import converged, wait_until
 from zabray.ensemble import Ensemble
 from zabray.errors import NotRunningError
+from zabray.rayhead import WORKER_NICENESS
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -24,9 +25,16 @@ def cluster() -> Iterator[object]:
     if ray.is_initialized():
         ray.shutdown()
     os.environ.pop("RAY_ADDRESS", None)
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    workers = [c.add_node(num_cpus=1) for _ in range(2)]
-    c.wait_for_nodes()
+    # Nodes started as a user's `ray start` would be, whose workers run at nice 15: the
+    # replicas then ask for nice 0 themselves (actors.controller._replica_env).
+    unniced = os.environ.pop(WORKER_NICENESS, None)
+    try:
+        c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+        workers = [c.add_node(num_cpus=1) for _ in range(2)]
+        c.wait_for_nodes()
+    finally:
+        if unniced is not None:
+            os.environ[WORKER_NICENESS] = unniced
     ray.init(address=c.address, namespace="zabray", log_to_driver=False)
     yield c, workers
     ray.shutdown()
@@ -40,6 +48,7 @@ def test_one_replica_per_node_and_a_restart_returns_to_its_node(cluster, tmp_pat
         ens.wait_for_leader(60)
         nodes = {s.sid: s.node for s in ens.status()}
         assert len(set(nodes.values())) == 3, nodes
+        assert [s.raw["nice"] for s in ens.status()] == [0, 0, 0]
         ens.submit_many([b"x"] * 50)
         # Prefer a replica that does not share the controller's (head) node.
         sid = next(s for s in sorted(nodes) if nodes[s] != c.head_node.node_id)

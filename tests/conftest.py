@@ -1,0 +1,7 @@
+"""Every Ray the suite starts (its own local clusters, ``Cluster`` nodes, the CLI's) runs its
+workers at nice 0, as one ``zabray up`` or ``Ensemble.start`` starts does; a module that tests
+the other case (a cluster started without it) removes the variable for its own cluster."""
+
+from zabray.rayhead import unniced_workers
+
+unniced_workers()
