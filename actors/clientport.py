@@ -18,7 +18,6 @@ from zabray.auth import CLIENT, Acceptor, AuthFailed, is_auth_frame
 from zabray.batching import BatchingProtocol
 from zabray.errors import CodecError
 from zabray.framing import FrameDecoder
-from zabray.zk import bespoke
 
 if TYPE_CHECKING:
     from actors.replica import ReplicaServer
@@ -100,6 +99,8 @@ class ClientConn(BatchingProtocol):
         return False
 
     def deliver(self, action: Any) -> None:
+        from zabray.zk import bespoke  # only a ZooKeeper service delivers: a broadcast replica never imports it
+
         self.send(bespoke.frame(action))
 
     def hang_up(self) -> None:

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from actors import gc_policy
 from actors.clientport import ClientConn
@@ -29,10 +29,9 @@ from actors.faultpoints import ReplicaFaults
 from actors.group_commit import GroupCommit
 from actors.metrics import ReplicaMetrics
 from actors.replica_hooks import FaultHooks
-from actors.services import BroadcastService, HostedService, ZooKeeperService
+from actors.services import BroadcastService, HostedService
 from actors.stall_watch import StallWatch
 from actors.transport import PeerTransport
-from actors.zkport import ZkClientConn, environment, safe_config
 from storage.disk import DiskStore
 from storage.fsutil import atomic_write, read_file
 from zabray import tls, trace
@@ -68,7 +67,10 @@ from zabray.protocol.events import (
 from zabray.protocol.messages import BATCHES, Diff, PeerState, Snap, Trunc, unbatch
 from zabray.protocol.node import Node
 from zabray.wire.four_letter import AdminView, parse_words
-from zabray.wire.zkserver import password_key
+
+if TYPE_CHECKING:  # a broadcast replica starts without the ZooKeeper service's modules
+    from actors.zkport import ZkClientConn
+    from actors.zkservice import ZooKeeperService
 
 log = logging.getLogger(__name__)
 
@@ -147,8 +149,11 @@ class ReplicaServer(FaultHooks, GroupCommit):
         self.trace_msgs = False
         self._dying = False
         self._stopped = False  # stop() began: no group commit starts or releases anything
-        self.zk: ZooKeeperService | None = (ZooKeeperService(sid, self.stats, config)
-                                            if config.service == "zookeeper" else None)
+        self.zk: ZooKeeperService | None = None
+        if config.service == "zookeeper":
+            from actors.zkservice import ZooKeeperService
+
+            self.zk = ZooKeeperService(sid, self.stats, config)
         self.service: HostedService = self.zk if self.zk is not None else BroadcastService(self.stats)
         self._service_role = (False, False)  # (serving, leading) as the service last heard it
         self.metrics = ReplicaMetrics(ensemble, sid)
@@ -195,6 +200,9 @@ class ReplicaServer(FaultHooks, GroupCommit):
         zk_addr = None
         if self.zk is not None:
             zport = self.cfg.zk_client_port + self.sid if self.cfg.zk_client_port else 0
+            from actors.zkport import ZkClientConn
+            from zabray.wire.zkserver import password_key
+
             key = password_key(self.secret.key if self.secret is not None else None, self.ensemble)
             words = parse_words(self.cfg.zk_four_letter_words)
             self._zk_server = await loop.create_server(lambda: ZkClientConn(self, key, words), self.cfg.host, zport,
@@ -477,6 +485,8 @@ class ReplicaServer(FaultHooks, GroupCommit):
 
     def admin_view(self) -> AdminView:
         """What the four-letter words tell about this replica (``zabray.wire.four_letter``)."""
+        from actors.zkport import environment, safe_config
+
         node = self.node
         mode = "not serving"
         if node is not None and self.fatal is None and node.role.phase_name() == "broadcast":

@@ -1,7 +1,7 @@
 """ZooKeeper's client port on a replica: asyncio connections around ``zabray.wire.zkserver``.
 
 Each connection feeds its bytes to a pure ``ZkServerConn``, hands the requests it yields to the
-replica's hosted ZooKeeper service (``actors.services.ZooKeeperService``), and writes the
+replica's hosted ZooKeeper service (``actors.zkservice.ZooKeeperService``), and writes the
 frames the service's actions encode to. Writes go through the replica's ``Outbox``, as on the
 bespoke client port and the peer channels: one write per connection per burst. Bad bytes
 close that connection only and are counted (``bad_zk_frames``); the replica carries on.
