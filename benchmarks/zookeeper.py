@@ -10,6 +10,12 @@ load alternates between them round by round:
 - ``service``: zabray's ZooKeeper service (``service: zookeeper``) against ZooKeeper, both
   driven by ZooKeeper's Java client doing setData: the same client, the same operation.
 
+Each client talks to one server of a chosen role (``--client-on role``, the default): on the
+``broadcast`` path both clients are at the leader (zabray's broadcast client always submits to
+it), on the ``service`` path both are at a follower (ZooKeeper's usual case: a write is
+forwarded to the leader), so one write in flight takes the same hops in both systems. With
+``--client-on any`` ZooKeeper's Java clients pick a server at random, as applications do.
+
 The table gives medians over rounds and the ratio zabray / ZooKeeper (above 1: zabray is
 faster; for p50 latency, below 1 is better).
 
@@ -53,6 +59,24 @@ def _zabray_broadcast(ens: Any, in_flight: int, size: int, seconds: float, warmu
             "errors": r.count("failed") + r.count("unknown")}
 
 
+def _zk_hosts(azk: Any, path: str, replicas: int, client_on: str) -> str:
+    """ZooKeeper's connect string: the server in the role zabray's client has on ``path``."""
+    if client_on == "any" or replicas == 1:
+        return str(azk.hosts)
+    return str(azk.host_in_mode("leader" if path == "broadcast" else "follower"))
+
+
+def _zabray_hosts(ens: Any, client_on: str) -> str:
+    """zabray's ZooKeeper connect string for the service path: one follower's client port."""
+    if client_on == "any":
+        return str(ens.connect_string())
+    rows = [r for r in ens.status() if r.zk_client and r.state == "FOLLOWING"]
+    if not rows:
+        return str(ens.connect_string())  # one replica: it leads
+    host, port = rows[0].zk_client
+    return f"{host}:{port}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--replicas", type=int, nargs="+", default=[3, 5, 7])
@@ -66,6 +90,9 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--config", default=None, help="zabray YAML config (default: configs/local.yaml)")
     ap.add_argument("--json", default=None, help="also write every run's result here")
+    ap.add_argument("--client-on", choices=["role", "any"], default="role",
+                    help="role: both clients at the leader (broadcast path) or at a follower (service path); "
+                         "any: the Java client picks a server at random")
     ap.add_argument("--zk-force-sync", choices=["yes", "no"], default="yes",
                     help="ZooKeeper's forceSync; 'no' with a zabray config of fsync: false compares the two "
                          "without the disk")
@@ -91,6 +118,8 @@ def main() -> None:
     print(f"load: {args.size} B values, in flight {args.in_flight}, {args.seconds} s timed + {args.warmup} s "
           f"warm-up per run, {args.rounds} rounds (after {'an uncounted warm-up round' if args.warm_round else 'no warm-up round'}), "
           f"alternating order; sizes {args.replicas}, paths {args.paths}")
+    print("clients: " + ("both at the leader (broadcast path), both at a follower (service path)"
+                         if args.client_on == "role" else "ZooKeeper's Java client picks a server at random"))
     tmp = Path(tempfile.mkdtemp(prefix="zabray-bench-zk-"))
     unniced_workers()  # replicas at nice 0, as `zabray up` and Ensemble.start run them
     ray.init(address="local", include_dashboard=False, log_to_driver=False, num_cpus=os.cpu_count() or 2)
@@ -112,12 +141,12 @@ def main() -> None:
                             for out in args.in_flight if rnd >= 0 else args.in_flight[:1]:
                                 for server in order:
                                     if server == "zookeeper":
-                                        r = java_load(azk.hosts, "setData", args.size, out, seconds=args.seconds,
+                                        r = java_load(_zk_hosts(azk, path, n, args.client_on), "setData", args.size, out, seconds=args.seconds,
                                                       warmup=args.warmup)
                                     elif path == "broadcast":
                                         r = _zabray_broadcast(ens, out, args.size, args.seconds, args.warmup)
                                     else:
-                                        r = java_load(ens.connect_string(), "setData", args.size, out,
+                                        r = java_load(_zabray_hosts(ens, args.client_on), "setData", args.size, out,
                                                       seconds=args.seconds, warmup=args.warmup)
                                     r = dict(r, server=server, replicas=n, path=path, in_flight=out, round=rnd)
                                     if rnd >= 0:

@@ -131,6 +131,17 @@ class ApacheZooKeeper:
             if pending:
                 time.sleep(0.1)
 
+    def host_in_mode(self, mode: str) -> str:
+        """``127.0.0.1:port`` of a server whose ``srvr`` says ``Mode: <mode>`` (``leader``,
+        ``follower`` or ``standalone``): a client pinned to one role, as a benchmark wants."""
+        for port in self.client_ports:
+            try:
+                if f"Mode: {mode}" in four_letter("127.0.0.1", port, "srvr", 2.0):
+                    return f"127.0.0.1:{port}"
+            except OSError:
+                continue
+        raise NotRunningError(f"no Apache ZooKeeper server is in mode {mode!r}")
+
     @property
     def hosts(self) -> str:
         """The connect string kazoo's ``hosts=`` and zkCli's ``-server`` take."""
