@@ -44,7 +44,7 @@ def wait_status(name: str, env: dict[str, str], want: int = 0, timeout: float = 
 
 def test_cli_up_twice_status_faults_errors_down(tmp_path: Path) -> None:
     raytmp = tempfile.mkdtemp(prefix="zr", dir="/tmp")  # short: Ray's socket paths live under it
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_worker_niceness")}  # a user's shell
     env["RAY_TMPDIR"] = raytmp
     cfg = tmp_path / "cfg.yaml"
     data = tmp_path / "data"
@@ -62,6 +62,7 @@ def test_cli_up_twice_status_faults_errors_down(tmp_path: Path) -> None:
 
         st = json.loads(run("status", "--name", "cli", "--json", env=env).stdout)
         assert sorted(r["sid"] for r in st) == [1, 2, 3] and all(r["client"] and r["node_label"] for r in st)
+        assert [r["nice"] for r in st] == [0, 0, 0]  # servers, not nice-15 Ray workers
         leader = next(r["sid"] for r in st if r["state"] == "LEADING")
         out = run("submit", "--name", "cli", "hello", "world", env=env).stdout.split()
         assert len(out) == 2 and out[0] < out[1]
