@@ -4,11 +4,13 @@ The replica's shell owns the core and the sockets; a service turns client frames
 events and the core's client-facing actions into replies. Neither calls back into the shell:
 ``client``/``core``/``tick`` return the core events to run next, and the shell runs them after
 the current step (``ReplicaServer._run``). ``core`` and ``tick`` get the core's role as it is
-after the step: a service must know at once that its replica left broadcast. ``BroadcastService`` (the default) is plain atomic
-broadcast: SUBMIT -> a txn, COMMITTED/FAILED back. ``ZooKeeperService`` hosts the pure
-``zabray.zk.ZkService`` (``actors.zkservice``, imported only by a replica that runs it); its connections are zabray's own sessions (the bespoke ``ZK`` frames
-of ``zabray.zk.bespoke``) and ZooKeeper's client protocol (``actors.zkport``) side by side, each
-connection carrying the service's actions to its client through ``deliver``.
+after the step: a service must know at once that its replica left broadcast.
+
+``BroadcastService`` (the default) is plain atomic broadcast: SUBMIT -> a txn, COMMITTED/FAILED
+back. ``ZooKeeperService`` (``actors.zkservice``, imported only by a replica that runs it) hosts
+the pure ``zabray.zk.ZkService``; its connections are zabray's own sessions (the bespoke ``ZK``
+frames of ``zabray.zk.bespoke``) and ZooKeeper's client protocol (``actors.zkport``) side by
+side, each connection carrying the service's actions to its client through ``deliver``.
 """
 
 from __future__ import annotations
