@@ -21,6 +21,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from actors.names import NAMESPACE, controller_name
 from actors.replica_actor import ReplicaActor
 from zabray import trace
 from zabray.config import EnsembleConfig
@@ -29,7 +30,6 @@ from zabray.errors import ConfigError, NotRunningError
 from zabray.rayhead import WORKER_NICENESS
 
 log = logging.getLogger(__name__)
-NAMESPACE = "zabray"
 
 
 def _replica_env() -> dict[str, Any] | None:
@@ -37,10 +37,6 @@ def _replica_env() -> dict[str, Any] | None:
     replicas' workers so (``zabray.rayhead.unniced_workers``). Otherwise, a cluster started
     without it, each replica asks for nice 0 itself, at the price of Ray's ``setup_worker``."""
     return None if os.nice(0) <= 0 else {"env_vars": {WORKER_NICENESS: "0"}}
-
-
-def controller_name(name: str) -> str:
-    return f"ensemble:{name}"
 
 
 class EnsembleController:

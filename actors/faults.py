@@ -17,7 +17,7 @@ from typing import Any
 
 import ray
 
-from actors.controller import NAMESPACE, controller_name
+from actors.names import NAMESPACE, controller_name, injector_name
 from zabray import schedule as sched
 from zabray.crashpoints import crash_points
 from zabray.errors import ConfigError, NotRunningError
@@ -25,10 +25,6 @@ from zabray.holds import HeldMessage, HoldPattern
 
 log = logging.getLogger(__name__)
 DISK_FAULTS = ("fsync-fail", "slow-fsync", "lose-unsynced", "clear")
-
-
-def injector_name(name: str) -> str:
-    return f"faults:{name}"
 
 
 class FaultInjector:

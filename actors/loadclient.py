@@ -70,7 +70,7 @@ class LoadClient:
 
     def _refresh(self) -> dict[int, tuple[str, int]]:
         """Where the replicas listen now (a restarted one moves): a control-plane call."""
-        from actors.controller import controller_name
+        from actors.names import controller_name
 
         ctl = ray.get_actor(controller_name(self.ensemble), namespace=NAMESPACE)
         info: Any = ray.get(ctl.describe.remote(), timeout=10)

@@ -162,7 +162,7 @@ def _named_injector(name: str) -> Any:
     """The fault injector of ensemble ``name`` if one runs in this Ray cluster, else None."""
     import ray
 
-    from actors.faults import injector_name
+    from actors.names import injector_name
 
     try:
         return ray.get_actor(injector_name(name), namespace=NAMESPACE)
@@ -206,7 +206,8 @@ class Ensemble(HoldControl):
         init_ray(address)
         import ray
 
-        from actors.controller import EnsembleController, controller_name
+        from actors.controller import EnsembleController
+        from actors.names import controller_name
 
         taken = ConfigError(f"an ensemble named {name!r} is already running; stop it or pick another name")
         try:
@@ -252,7 +253,7 @@ class Ensemble(HoldControl):
         init_ray(address)
         import ray
 
-        from actors.controller import controller_name
+        from actors.names import controller_name
 
         try:
             controller = ray.get_actor(controller_name(name), namespace=NAMESPACE)
@@ -335,7 +336,8 @@ class Ensemble(HoldControl):
             import ray
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-            from actors.faults import FaultInjector, injector_name
+            from actors.faults import FaultInjector
+            from actors.names import injector_name
 
             node = self.info.get("controller_node") or ray.get_runtime_context().get_node_id()
             self._injector = ray.remote(FaultInjector).options(
