@@ -1,5 +1,5 @@
-"""Every Ray the suite starts (its own local clusters, ``Cluster`` nodes, the CLI's) runs its
-workers at nice 0, as one ``zabray up`` or ``Ensemble.start`` starts does; a module that tests
+"""Every Ray the suite starts (its own local clusters, ``Cluster`` nodes, the CLI's head) runs
+its workers at nice 0, as a Ray that ``zabray up`` or ``Ensemble.start`` starts does. A test of
 the other case (a cluster started without it) removes the variable for its own cluster."""
 
 from zabray.rayhead import unniced_workers
