@@ -141,8 +141,8 @@ def main() -> None:
                             for out in args.in_flight if rnd >= 0 else args.in_flight[:1]:
                                 for server in order:
                                     if server == "zookeeper":
-                                        r = java_load(_zk_hosts(azk, path, n, args.client_on), "setData", args.size, out, seconds=args.seconds,
-                                                      warmup=args.warmup)
+                                        r = java_load(_zk_hosts(azk, path, n, args.client_on), "setData", args.size,
+                                                      out, seconds=args.seconds, warmup=args.warmup)
                                     elif path == "broadcast":
                                         r = _zabray_broadcast(ens, out, args.size, args.seconds, args.warmup)
                                     else:
