@@ -21,9 +21,9 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from actors.names import NAMESPACE, controller_name
 from actors.replica_actor import ReplicaActor
 from zabray import trace
+from zabray.actor_names import NAMESPACE, controller_name
 from zabray.config import EnsembleConfig
 from zabray.crashpoints import crash_points as check_crash_points
 from zabray.errors import ConfigError, NotRunningError

@@ -17,8 +17,8 @@ from typing import Any
 
 import ray
 
-from actors.names import NAMESPACE, controller_name, injector_name
 from zabray import schedule as sched
+from zabray.actor_names import NAMESPACE, controller_name, injector_name
 from zabray.crashpoints import crash_points
 from zabray.errors import ConfigError, NotRunningError
 from zabray.holds import HeldMessage, HoldPattern

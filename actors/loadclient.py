@@ -21,10 +21,10 @@ from typing import Any
 import ray
 
 from zabray import trace
+from zabray.actor_names import NAMESPACE, controller_name
 from zabray.errors import NoQuorumError, UncertainOutcomeError, ZabError
 
 log = logging.getLogger(__name__)
-NAMESPACE = "zabray"
 ZNODE_ROOT = "/zabray-experiment"
 
 
@@ -70,8 +70,6 @@ class LoadClient:
 
     def _refresh(self) -> dict[int, tuple[str, int]]:
         """Where the replicas listen now (a restarted one moves): a control-plane call."""
-        from actors.names import controller_name
-
         ctl = ray.get_actor(controller_name(self.ensemble), namespace=NAMESPACE)
         info: Any = ray.get(ctl.describe.remote(), timeout=10)
         return {int(s): (a[0], int(a[1])) for s, a in info["clients"].items()}

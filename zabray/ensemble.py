@@ -20,6 +20,7 @@ from zabray.client import EnsembleClient, LoopThread
 from zabray.config import EnsembleConfig
 from zabray.crashpoints import CrashPoints
 from zabray.crashpoints import crash_points as crash_points_of
+from zabray.actor_names import NAMESPACE, controller_name, injector_name
 from zabray.errors import (
     ConfigError,
     NoQuorumError,
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from storage.diskview import DiskView
 
 log = logging.getLogger(__name__)
-NAMESPACE = "zabray"
 
 
 # Ray's notices while joining or starting a cluster, which are not news to a zabray user: that
@@ -162,8 +162,6 @@ def _named_injector(name: str) -> Any:
     """The fault injector of ensemble ``name`` if one runs in this Ray cluster, else None."""
     import ray
 
-    from actors.names import injector_name
-
     try:
         return ray.get_actor(injector_name(name), namespace=NAMESPACE)
     except ValueError:
@@ -207,7 +205,6 @@ class Ensemble(HoldControl):
         import ray
 
         from actors.controller import EnsembleController
-        from actors.names import controller_name
 
         taken = ConfigError(f"an ensemble named {name!r} is already running; stop it or pick another name")
         try:
@@ -252,8 +249,6 @@ class Ensemble(HoldControl):
         """A handle on an ensemble started earlier (by this or another process)."""
         init_ray(address)
         import ray
-
-        from actors.names import controller_name
 
         try:
             controller = ray.get_actor(controller_name(name), namespace=NAMESPACE)
@@ -337,7 +332,6 @@ class Ensemble(HoldControl):
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
             from actors.faults import FaultInjector
-            from actors.names import injector_name
 
             node = self.info.get("controller_node") or ray.get_runtime_context().get_node_id()
             self._injector = ray.remote(FaultInjector).options(

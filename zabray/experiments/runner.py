@@ -26,6 +26,7 @@ import pandas as pd
 import yaml
 
 from zabray import trace
+from zabray.actor_names import NAMESPACE
 from zabray.ensemble import Ensemble, init_ray
 from zabray.errors import ConfigError, ZabError
 from zabray.experiments import metrics
@@ -125,7 +126,7 @@ class _Pool:
         for i in range(size):
             node = self.nodes[i % len(self.nodes)]
             self.actors.append(cls.options(
-                num_cpus=0, max_concurrency=1000, namespace="zabray",
+                num_cpus=0, max_concurrency=1000, namespace=NAMESPACE,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
             ).remote(i, ens.name, ens._addresses(), exp.service, exp.timeout, secret=ens._secret,
                       config=ens.info.get("config", {})))
