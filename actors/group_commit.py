@@ -32,7 +32,8 @@ _INLINE_SLOW_S = 0.02
 took 0.3 s while another replica wrote a snapshot, holding the loop all that time."""
 _INLINE_BACKOFF_S = 2.0
 _RECORD_OVERHEAD = 64
-"""At least a log record's header (36 bytes), so a group that fits by this count fits on disk."""
+"""At least a log record's header (28 bytes) plus its share of a group frame's, so a group that
+fits by this count fits on disk."""
 
 
 class GroupCommit:

@@ -1,30 +1,37 @@
-"""The transaction log: preallocated, append-only segment files of checksummed records.
+"""The transaction log: preallocated, append-only segment files of checksummed group commits.
 
-The segment files' format, names and scanning are ``storage.segments``'s.
+The segment files' format, names and scanning are ``storage.segments``'s; the frames are
+``storage.records``'s. Each ``sync`` writes one group: its records under one checksum.
 
 Recycling: a segment purged after a snapshot becomes the file of a later segment, instead of a
-new file being zero-filled (that writes as many bytes again as the log itself). Its old records
+new file being zero-filled (that writes as many bytes again as the log itself). Its old frames
 stay past the new end, but the new segment's random seed makes them fail their checksums, and
-every group commit into a recycled segment writes a zero record header after its records, so
-the end is found as in a zero-filled file. Nothing valid under the seed may follow the end.
+every group commit into a recycled segment writes a zero frame header after its group, so the
+end is found as in a zero-filled file. Nothing valid under the seed may follow the end.
 
 Invariants (checked on open by ``storage.recovery``):
 
-- Zxids strictly increase across the whole log of a generation.
+- Zxids strictly increase across the whole log of a generation (cut frames applied).
 - ``prev`` of a segment is the log's tail when the segment was created: every record of earlier
   segments is <= prev < every record of this one, and for consecutive segments a, b:
   ``b.prev == tail(a)`` (a's last zxid, or a.prev if a has none). This makes a missing or
   shortened segment detectable, and tells which segments a snapshot needs.
-- Everything after a segment's last record is zero (or end of file), except in a recycled
-  segment, where a zero record header follows the last record and nothing after it is a record
+- Everything after a segment's last frame is zero (or end of file), except in a recycled
+  segment, where a zero frame header follows the last frame and nothing after it is a frame
   valid under the segment's seed. Preallocation writes real zeros; truncation and torn-tail
   repair cut with ``ftruncate`` (atomic) before re-zeroing.
+- Durable frames are never rewritten. A truncation cuts with ``ftruncate`` at a frame boundary
+  and, when it falls inside a group, appends a cut frame: every crash state is the old log, a
+  prefix of it that still holds the records kept, or the truncated log.
 - A segment file appears under its final name only complete with header and preallocation
   (temp file, fsync, rename, fsync directory).
-- Only the newest segment can hold a torn record: every sync writes into one segment and a sync
+- Only the newest segment can hold a torn frame: every sync writes into one segment and a sync
   that does not fit rolls over to a new segment first.
-- Writes into a preallocated segment never extend the file, so a record running past the end of
-  such a file means the file was cut short (corruption), not a torn write.
+- Groups written into a preallocated segment never extend the file, so a group running past
+  the end of such a file means the file was cut short (corruption), not a torn write. (A cut
+  frame may extend a full one by its own 20 bytes.)
+- Appends go to format-4 segments only: a segment of an older format found at open is read
+  and may be truncated (record by record), but the next sync starts a new segment.
 """
 
 from __future__ import annotations
@@ -40,14 +47,17 @@ from dataclasses import dataclass, field
 
 from storage import fsutil
 from storage.records import (
-    REC_HEADER_SIZE,
-    ZERO_HEADER,
+    GROUP_HEADER_SIZE,
+    ZERO_FRAME,
     encode_txns,
-    first_after,
-    reseed,
+    framed_size,
+    group_frames,
+    plan_cut,
 )
+from storage.records_v3 import first_after
 from storage.segments import (
     SEG_HEADER_SIZE,
+    SEG_VERSION,
     SegmentInfo,
     SegmentScan,
     encode_segment_header,
@@ -208,8 +218,7 @@ class TxnLog:
             self._active = self._open_active(last)
         # Pending (volatile) changes: one truncation of the durable log, then encoded records.
         self._pending_trunc: Zxid | None = None
-        self._parts: list[bytes] = []  # two per buffered record: header (with crc), value
-        self._seed = self._active.info.seed if self._active is not None else 0  # of _parts' checksums
+        self._parts: list[bytes] = []  # two per buffered record: header, value
         self._zxids: list[int] = []
         self._size = 0  # bytes in _parts
         self._bound: int = max(self.tail, floor)
@@ -228,12 +237,12 @@ class TxnLog:
         """Bytes the next ``sync`` can write into the active segment without a rollover or a
         truncation (0 if either is due): what makes that sync one write and one fdatasync."""
         act = self._active
-        if act is None or self._pending_trunc is not None:
+        if act is None or self._pending_trunc is not None or act.info.version != SEG_VERSION:
             return 0
-        return max(0, act.capacity - act.end - self._size - REC_HEADER_SIZE)
+        return max(0, act.capacity - act.end - framed_size(self._size) - GROUP_HEADER_SIZE)
 
     def append(self, txns: Sequence[Txn]) -> None:
-        self._size += encode_txns(txns, self._bound, self._parts, self._zxids, self._seed)
+        self._size += encode_txns(txns, self._bound, self._parts, self._zxids)
         if self._zxids:
             self._bound = self._zxids[-1]
 
@@ -269,22 +278,22 @@ class TxnLog:
             self._pending_trunc = None
         if not self._parts:
             return
-        size = self._size
         act = self._active
-        if act is None or act.end + size > act.capacity:
-            act = self._roll(size)
-        if act.info.seed != self._seed:  # encoded for the segment before a rollover or cut
-            reseed(self._parts, act.info.seed)
-            self._seed = act.info.seed
-        if act.info.recycled and act.end + size + REC_HEADER_SIZE <= act.capacity:
-            # Mark the end: past it lie the file's older records (which fail under this seed).
-            fsutil.write_parts(act.fd, [*self._parts, ZERO_HEADER], size + REC_HEADER_SIZE, act.end)
+        need = framed_size(self._size)
+        if act is None or act.info.version != SEG_VERSION or act.end + need > act.capacity:
+            act = self._roll(need)
+        frames, starts = group_frames(self._parts, self._size, act.info.seed)
+        size = sum(map(len, frames))
+        if act.info.recycled and act.end + size + GROUP_HEADER_SIZE <= act.capacity:
+            # Mark the end: past it lie the file's older frames (which fail under this seed).
+            fsutil.write_parts(act.fd, [*frames, ZERO_FRAME], size + GROUP_HEADER_SIZE, act.end)
         else:
-            fsutil.write_parts(act.fd, self._parts, size, act.end)
+            fsutil.write_parts(act.fd, frames, size, act.end)
         if self.fsync:  # False only when the operator chose speed over durability
             os.fdatasync(act.fd)
-        act.cp_zxids.append(self._zxids[0])
-        act.cp_offsets.append(act.end)
+        for rel, first in starts:  # where each group begins: what a truncation reads back
+            act.cp_zxids.append(self._zxids[first])
+            act.cp_offsets.append(act.end + rel)
         act.end += size
         act.tail = self.tail = Zxid(self._zxids[-1])
         self._parts, self._zxids, self._size = [], [], 0
@@ -319,14 +328,20 @@ class TxnLog:
                 read_segment(self.dir, seg, keep_after=1 << 64, may_be_torn=False)
             )
         if zxid < act.tail:
-            # The records after zxid start inside the region of the last checkpoint <= zxid.
+            # The records after zxid start inside the region of the last checkpoint <= zxid:
+            # in format 4 one group and its cut frames, in older formats one record.
             k = bisect_right(act.cp_zxids, zxid)
+            frame = None
             if k == 0:
                 cut, tail = act.cp_offsets[0], act.info.prev
             else:
                 start = act.cp_offsets[k - 1]
                 stop = act.cp_offsets[k] if k < len(act.cp_offsets) else act.end
-                rel, last = first_after(os.pread(act.fd, stop - start, start), zxid, act.info.seed)
+                region = os.pread(act.fd, stop - start, start)
+                if act.info.version < 4:
+                    rel, last = first_after(region, zxid, act.info.seed)
+                else:
+                    rel, frame, last = plan_cut(region, zxid, act.info.seed)
                 cut, tail = start + rel, Zxid(last) if last is not None else act.info.prev
             os.ftruncate(act.fd, cut)
             os.fsync(act.fd)
@@ -336,6 +351,14 @@ class TxnLog:
             k = bisect_right(act.cp_offsets, cut - 1)  # keep checkpoints before the cut
             del act.cp_zxids[k:], act.cp_offsets[k:]
             act.end, act.tail = cut, tail
+            if frame is not None:
+                # The cut falls inside a group, which stays whole on disk; the cut frame after
+                # it says how much of it is still the log. Until it is durable, a crash leaves
+                # the whole group, the state before this truncation began.
+                fsutil.pwrite_all(act.fd, frame, cut)
+                os.fdatasync(act.fd)
+                act.end = cut + len(frame)
+                act.capacity = max(act.capacity, act.end)
             log.info("%s: truncated to %s at offset %d", act.info.name, fmt(zxid), cut)
         self.tail = act.tail
 
@@ -365,7 +388,7 @@ class TxnLog:
         except BaseException:
             os.close(fd)
             raise
-        return _Active(info, fd, scan.end, capacity, scan.tail, scan.zxids, scan.offsets)
+        return _Active(info, fd, scan.end, capacity, scan.tail, scan.cp_zxids, scan.cp_offsets)
 
     def _roll(self, nbytes: int) -> _Active:
         """Create the next segment (complete and durable before it is visible) and make it active."""
@@ -398,8 +421,8 @@ class TxnLog:
             header = encode_segment_header(
                 self.generation, seq, self.tail, self.preallocate, info.seed, recycled
             )
-            # A recycled file's first record slot holds an older record: mark it as the end.
-            fsutil.pwrite_all(fd, header + ZERO_HEADER if recycled else header, 0)
+            # A recycled file's first frame slot holds an older frame: mark it as the end.
+            fsutil.pwrite_all(fd, header + ZERO_FRAME if recycled else header, 0)
             if self.preallocate and ready is None:
                 fsutil.zero_fill(fd, SEG_HEADER_SIZE, capacity)
             os.fsync(fd)

@@ -12,12 +12,13 @@ import struct
 
 import pytest
 from disk_harness import fold
+from frames import encode_groups, group_spans
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storage import DiskStore, epochs, snapshots
 from storage.checksum import crc32c
-from storage.records import REC_HEADER_SIZE, encode_txns
+from storage.records import GROUP_HEADER_SIZE, REC_HEADER_SIZE
 from storage.segments import (
     SEG_HEADER_SIZE,
     SegmentInfo,
@@ -72,17 +73,6 @@ def build(path: str, *, install: bool = False, seed: int = 0) -> DurableState:
         st = s.recover()
     assert fold(st.snapshot, st.txns) == fold(base, history)
     return st
-
-
-def record_ends(data: bytes) -> list[tuple[int, int]]:
-    """(start, end) of each record in a segment image."""
-    out = []
-    off = SEG_HEADER_SIZE
-    while off + REC_HEADER_SIZE <= len(data) and data[off : off + 4] != bytes(4):
-        (length,) = struct.unpack_from("<I", data, off + 4)
-        out.append((off, off + REC_HEADER_SIZE + length))
-        off += REC_HEADER_SIZE + length
-    return out
 
 
 def newest(path: str, prefix: str) -> str:
@@ -144,8 +134,7 @@ def test_random_damage_is_never_a_wrong_answer(tmp_path, fast_sync, install):
     last_seg = newest(golden, "log.")
     with open(os.path.join(golden, last_seg), "rb") as f:
         last_image = f.read()
-    last_records = record_ends(last_image)
-    last_zxids = [struct.unpack_from("<Q", last_image, a + 8)[0] for a, _ in last_records]
+    last_groups = group_spans(last_image)
     for case in range(300):
         d = str(tmp_path / f"c{case}")
         shutil.copytree(golden, d)
@@ -153,8 +142,8 @@ def test_random_damage_is_never_a_wrong_answer(tmp_path, fast_sync, install):
         p = os.path.join(d, target)
         data = bytearray(open(p, "rb").read())
         kind = rng.choice(["flip", "flip", "truncate", "garble"])
-        if target == last_seg and rng.random() < 0.5 and last_records:  # aim at the log's end too
-            lo = rng.randrange(last_records[-1][0], len(data))
+        if target == last_seg and rng.random() < 0.5 and last_groups:  # aim at the log's end too
+            lo = rng.randrange(last_groups[-1][0], len(data))
         else:
             lo = rng.randrange(len(data))
         if kind == "flip":
@@ -166,11 +155,8 @@ def test_random_damage_is_never_a_wrong_answer(tmp_path, fast_sync, install):
             data[lo : lo + n] = rng.randbytes(len(data[lo : lo + n]))
         with open(p, "wb") as f:
             f.write(data)
-        must_keep = (
-            [z for z, (_, e) in zip(last_zxids, last_records, strict=True) if e <= lo]
-            if target == last_seg
-            else []
-        )
+        # A torn tail loses the damaged group whole; the groups before it must survive.
+        must_keep = [z for _, e, zs in last_groups for z in zs if e <= lo] if target == last_seg else []
         outcome = judge(orig, d, target, lo, must_keep)
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
         shutil.rmtree(d)
@@ -190,18 +176,18 @@ def _flip(path: str, offset: int) -> None:
         f.write(bytes([b[0] ^ 0x10]))
 
 
-def test_torn_last_record_is_cut_with_a_warning(tmp_path, caplog):
+def test_torn_last_group_is_cut_with_a_warning(tmp_path, caplog):
     d = str(tmp_path / "s")
     orig = build(d)
     seg = os.path.join(d, newest(d, "log."))
     data = open(seg, "rb").read()
-    start, end = record_ends(data)[-1]
-    # Crash mid-write: only the first half of the last record reached the file.
+    start, end, zxids = group_spans(data)[-1]
+    # Crash mid-write: only the first half of the last group commit reached the file.
     torn = data[:start] + data[start : (start + end) // 2] + bytes(len(data) - (start + end) // 2)
     open(seg, "wb").write(torn)
     with caplog.at_level(logging.WARNING), DiskStore(d, segment_bytes=SEG) as s:
         st = s.recover()
-    assert st.txns == orig.txns[:-1]
+    assert st.txns == orig.txns[: len(orig.txns) - len(zxids)]
     assert any("torn" in r.message and str(start) in r.message for r in caplog.records)
 
 
@@ -210,8 +196,8 @@ def test_checksum_mismatch_mid_log_is_refused(tmp_path):
     build(d)
     name = newest(d, "log.")
     seg = os.path.join(d, name)
-    start, _ = record_ends(open(seg, "rb").read())[0]
-    _flip(seg, start + REC_HEADER_SIZE)  # first record's value; later records are intact
+    start, _, _ = group_spans(open(seg, "rb").read())[0]
+    _flip(seg, start + GROUP_HEADER_SIZE + REC_HEADER_SIZE)  # first group's first value; later groups intact
     with pytest.raises(CorruptionError, match=rf"{name}.*offset {start}"):
         DiskStore(d, segment_bytes=SEG)
 
@@ -221,22 +207,15 @@ def test_zeroed_header_mid_log_is_refused(tmp_path):
     build(d)
     seg = os.path.join(d, newest(d, "log."))
     data = bytearray(open(seg, "rb").read())
-    start, _ = record_ends(bytes(data))[0]
-    data[start : start + REC_HEADER_SIZE] = bytes(REC_HEADER_SIZE)
+    start, _, _ = group_spans(bytes(data))[0]
+    data[start : start + GROUP_HEADER_SIZE] = bytes(GROUP_HEADER_SIZE)
     open(seg, "wb").write(data)
     with pytest.raises(CorruptionError, match="non-zero bytes after the end"):
         DiskStore(d, segment_bytes=SEG)
 
 
-def _encode(txns: list[Txn], after: int) -> list[bytes]:
-    parts: list[bytes] = []
-    encode_txns(txns, after, parts, [])
-    return parts
-
-
-def _segment(info: SegmentInfo, txns: list[Txn], after: int, size: int = 4096) -> bytes:
-    parts = _encode(txns, after)
-    body = encode_segment_header(info.generation, info.seq, info.prev, True) + b"".join(parts)
+def _segment(info: SegmentInfo, batches: list[list[Txn]], size: int = 4096) -> bytes:
+    body = encode_segment_header(info.generation, info.seq, info.prev, True) + encode_groups(batches)
     return body + bytes(size - len(body))
 
 
@@ -244,11 +223,11 @@ def test_zxids_going_backwards_are_refused(tmp_path):
     d = tmp_path / "s"
     d.mkdir()
     info = SegmentInfo(0, 0, Zxid(0), "log.00000000.00000000", True)
-    a = _segment(info, [Txn(Zxid.of(1, 5), b"a")], 0)
-    parts = _encode([Txn(Zxid.of(1, 3), b"b")], 0)  # valid checksum, wrong order
-    recs = record_ends(a)
+    a = _segment(info, [[Txn(Zxid.of(1, 5), b"a")]])
+    later = encode_groups([[Txn(Zxid.of(1, 3), b"b")]])  # valid checksum, wrong order
+    end = group_spans(a)[-1][1]
     img = bytearray(a)
-    img[recs[-1][1] : recs[-1][1] + len(b"".join(parts))] = b"".join(parts)
+    img[end : end + len(later)] = later
     (d / info.name).write_bytes(bytes(img))
     with pytest.raises(CorruptionError, match=r"zxid 1:3 at offset \d+ does not follow 1:5"):
         DiskStore(d)
@@ -303,13 +282,13 @@ def test_damaged_snapshot_ahead_of_the_log_is_refused(tmp_path):
         DiskStore(d, segment_bytes=SEG)
 
 
-def test_damaged_last_record_followed_by_garbage_is_refused(tmp_path):
-    """A torn write leaves zeros after the record it was writing; anything else is corruption."""
+def test_damaged_last_group_followed_by_garbage_is_refused(tmp_path):
+    """A torn write leaves zeros after the group it was writing; anything else is corruption."""
     d = str(tmp_path / "s")
     build(d)
     seg = os.path.join(d, newest(d, "log."))
     data = bytearray(open(seg, "rb").read())
-    start, end = record_ends(bytes(data))[-1]
+    start, end, _ = group_spans(bytes(data))[-1]
     data[end - 1] ^= 0xFF
     data[end + 10] = 0x55
     open(seg, "wb").write(data)
@@ -333,7 +312,7 @@ def test_newest_segment_cut_short_is_refused(tmp_path):
     build(d)
     seg = os.path.join(d, newest(d, "log."))
     data = open(seg, "rb").read()
-    start, end = record_ends(data)[-1]
+    _, end, _ = group_spans(data)[-1]
     open(seg, "wb").write(data[: end - 3])  # preallocated file shorter than its records
     with pytest.raises(CorruptionError, match="cut short"):
         DiskStore(d, segment_bytes=SEG)
@@ -386,7 +365,7 @@ def test_fuzz_scan_segment_random_bytes(data, torn_ok, prealloc):
 
 
 _TXNS = [Txn(Zxid.of(1, i), bytes([i]) * (i * 7), i % 3, i) for i in range(1, 25)]
-_GOOD = _segment(_INFO, _TXNS, 0, 4096)
+_GOOD = _segment(_INFO, [_TXNS[i : i + 5] for i in range(0, len(_TXNS), 5)], 4096)
 
 
 @_FUZZ
@@ -402,7 +381,7 @@ def test_fuzz_scan_segment_damage(offset, xor, torn_ok):
     assert torn_ok or res.torn is None
     assert res.txns == _TXNS[: len(res.txns)]
     if len(res.txns) < len(_TXNS):
-        assert offset >= record_ends(_GOOD)[-1][0]
+        assert offset >= group_spans(_GOOD)[-1][0]
 
 
 @_FUZZ
@@ -413,7 +392,7 @@ def test_fuzz_scan_segment_cut(length):
         res = scan_segment(info, _GOOD[:length], keep_after=0, may_be_torn=True)
     except CorruptionError:
         pytest.fail("a cut-short growing segment is a torn tail")
-    whole = sum(1 for _, e in record_ends(_GOOD) if e <= length)
+    whole = sum(len(zs) for _, e, zs in group_spans(_GOOD) if e <= length)
     assert res.txns == _TXNS[:whole]
 
 

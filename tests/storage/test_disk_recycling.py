@@ -1,6 +1,6 @@
 """Recycled log segments: a segment purged after a snapshot becomes the file of a later one.
 
-The file keeps its older records past the new segment's end. These tests pin down that they
+The file keeps its older frames past the new segment's end. These tests pin down that they
 can never be read back as part of the log, that the end is still found after a clean close, a
 crash or a torn write, and that damage inside a recycled segment is still refused.
 """
@@ -12,12 +12,14 @@ import os
 import struct
 
 import pytest
+from frames import encode_groups, group_spans
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storage import DiskStore, txnlog
 from storage.checksum import crc32c
-from storage.records import REC_HEADER_SIZE, ZERO_HEADER, encode_txns
+from storage.records import GROUP_HEADER_SIZE, ZERO_FRAME
+from storage.records_v3 import encode_txns as encode_v3_records
 from storage.segments import (
     SEG_HEADER_SIZE,
     SegmentInfo,
@@ -67,19 +69,16 @@ def fill(path: str, upto: int, *, start: int = 1, snapshot_every: int = 10, keep
                 s.save_snapshot(Zxid.of(1, i), b"state")
 
 
-def record_starts(data: bytes) -> list[int]:
-    """Offsets of the records before the first zero record header, and that header's offset."""
-    off = SEG_HEADER_SIZE
-    out = []
-    while data[off : off + REC_HEADER_SIZE] != ZERO_HEADER:
-        out.append(off)
-        (length,) = struct.unpack_from("<I", data, off + 4)
-        off += REC_HEADER_SIZE + length
-    return out + [off]
+def group_starts(data: bytes) -> list[int]:
+    """Offsets of the groups before the first zero frame header, and that header's offset."""
+    spans = group_spans(data)
+    end = spans[-1][1] if spans else SEG_HEADER_SIZE
+    assert data[end : end + GROUP_HEADER_SIZE] == ZERO_FRAME[: len(data) - end]  # or the file ends
+    return [a for a, _, _ in spans] + [end]
 
 
 def end_of_log(data: bytes) -> int:
-    return record_starts(data)[-1]
+    return group_starts(data)[-1]
 
 
 def test_purged_segments_are_recycled_and_their_old_records_never_come_back(tmp_path):
@@ -92,8 +91,8 @@ def test_purged_segments_are_recycled_and_their_old_records_never_come_back(tmp_
     for name, _ in older:
         data = open(os.path.join(d, name), "rb").read()
         end = end_of_log(data)
-        assert len(data) == SEG and end + REC_HEADER_SIZE < SEG
-        stale += any(data[end + REC_HEADER_SIZE :])
+        assert len(data) == SEG
+        stale += any(data[end + GROUP_HEADER_SIZE :])  # (nothing past the end of a full one)
     assert stale, "no older records past any end: nothing tested"
     with DiskStore(d, segment_bytes=SEG, keep_snapshots=2) as s:
         st = s.recover()
@@ -144,16 +143,14 @@ def test_a_fresh_recycled_segment_reads_as_empty(tmp_path, monkeypatch, caplog):
 
 
 def _recycled_image(n_old: int, n_new: int) -> tuple[SegmentInfo, bytes, list[Txn]]:
-    """A recycled segment: ``n_new`` records under seed 7, its end, then the file's older
-    records (seed 5) as a rollover leaves them."""
-    old_parts: list[bytes] = []
-    encode_txns([txn(i) for i in range(1, n_old + 1)], 0, old_parts, [], seed=5)
-    old = encode_segment_header(0, 0, 0, True, 5) + b"".join(old_parts)
+    """A recycled segment: ``n_new`` records in groups of two under seed 7, its end, then the
+    file's older groups (seed 5) as a rollover leaves them."""
+    olds = [txn(i) for i in range(1, n_old + 1)]
+    old = encode_segment_header(0, 0, 0, True, 5) + encode_groups([olds[i : i + 2] for i in range(0, n_old, 2)], 5)
     old += bytes(SEG - len(old))
     new = [txn(i) for i in range(1000, 1000 + n_new)]
-    parts: list[bytes] = []
-    encode_txns(new, 0, parts, [], seed=7)
-    head = encode_segment_header(0, 3, 0, True, 7, recycled=True) + b"".join(parts) + ZERO_HEADER
+    groups = encode_groups([new[i : i + 2] for i in range(0, n_new, 2)], 7)
+    head = encode_segment_header(0, 3, 0, True, 7, recycled=True) + groups + ZERO_FRAME
     info = SegmentInfo(0, 3, Zxid(0), "log.00000000.00000003", True, 7, True)
     return info, head + old[len(head) :], new
 
@@ -161,23 +158,23 @@ def _recycled_image(n_old: int, n_new: int) -> tuple[SegmentInfo, bytes, list[Tx
 def test_damage_in_a_recycled_segment_is_refused(tmp_path):
     info, img, new = _recycled_image(14, 6)
     assert scan_segment(info, img, keep_after=0, may_be_torn=False).txns == new
-    # A zeroed record header mid-log: the records after it are valid under the seed.
-    starts = record_starts(img)
+    # A zeroed group header mid-log: the groups after it are valid under the seed.
+    starts = group_starts(img)
     second, last = starts[1], starts[-2]
     cut = bytearray(img)
-    cut[second : second + REC_HEADER_SIZE] = ZERO_HEADER
-    with pytest.raises(CorruptionError, match="valid record follows"):
+    cut[second : second + GROUP_HEADER_SIZE] = ZERO_FRAME
+    with pytest.raises(CorruptionError, match="valid frame follows"):
         scan_segment(info, bytes(cut), keep_after=0, may_be_torn=True)
     # A flipped bit mid-log.
     flip = bytearray(img)
     flip[second + 40] ^= 1
-    with pytest.raises(CorruptionError, match="followed by a valid record"):
+    with pytest.raises(CorruptionError, match="followed by a valid frame"):
         scan_segment(info, bytes(flip), keep_after=0, may_be_torn=True)
-    # A torn last record in the newest segment is cut; elsewhere it is damage.
+    # A torn last group in the newest segment is cut whole; elsewhere it is damage.
     torn = bytearray(img)
-    torn[last + REC_HEADER_SIZE + 10] ^= 0xFF
+    torn[last + GROUP_HEADER_SIZE + 40] ^= 0xFF
     res = scan_segment(info, bytes(torn), keep_after=0, may_be_torn=True)
-    assert res.txns == new[:-1] and res.torn == last
+    assert res.txns == new[:-2] and res.torn == last
     with pytest.raises(CorruptionError):
         scan_segment(info, bytes(torn), keep_after=0, may_be_torn=False)
 
@@ -190,11 +187,11 @@ def test_the_same_file_without_its_recycled_flag_is_refused():
         scan_segment(plain, img, keep_after=0, may_be_torn=True)
 
 
-def test_format_2_segments_are_still_read_and_appended_to(tmp_path):
+def test_format_2_segments_are_still_read_and_followed_by_format_4_ones(tmp_path):
     d = tmp_path / "s"
     d.mkdir()
     parts: list[bytes] = []
-    encode_txns([txn(1), txn(2)], 0, parts, [])  # format 2: checksums from 0
+    encode_v3_records([txn(1), txn(2)], 0, parts, [])  # format 2: a checksum per record, from 0
     body = struct.pack("<4sHHIIQ", b"ZBLG", 2, 1, 0, 0, 0)
     header = body + struct.pack("<I", crc32c(body)) + bytes(4)
     img = header + b"".join(parts)
@@ -205,6 +202,11 @@ def test_format_2_segments_are_still_read_and_appended_to(tmp_path):
         s.sync()
     with DiskStore(d, segment_bytes=SEG) as s:
         assert list(s.recover().txns) == [txn(1), txn(2), txn(3)]
+    # Appends never mix formats in one file: they went to a new segment of the current format.
+    assert [(n, i.version) for n, i in segments(str(d))] == [
+        ("log.00000000.00000000", 2),
+        ("log.00000000.00000001", 4),
+    ]
 
 
 _INFO, _IMG, _NEW = _recycled_image(14, 6)
@@ -221,4 +223,4 @@ def test_fuzz_damage_to_a_recycled_segment_never_reads_wrong_data(offset, xor, t
         return
     assert res.txns == _NEW[: len(res.txns)]
     if len(res.txns) < len(_NEW):
-        assert torn_ok and offset >= record_starts(_IMG)[-2]
+        assert torn_ok and offset >= group_starts(_IMG)[-2]

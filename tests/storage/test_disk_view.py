@@ -133,7 +133,7 @@ def test_a_damaged_record_is_a_corruption_error_and_stays_as_it_was(tmp_path: Pa
     data[SEG_HEADER_SIZE + 40] ^= 0xFF  # inside the first record's value
     victim.write_bytes(bytes(data))
     before = fingerprint(tmp_path)
-    with pytest.raises(CorruptionError, match=f"{victim.name}: bad record at offset {SEG_HEADER_SIZE}"):
+    with pytest.raises(CorruptionError, match=f"{victim.name}: bad frame at offset {SEG_HEADER_SIZE}"):
         read_disk(tmp_path)
     assert fingerprint(tmp_path) == before
 
@@ -170,9 +170,9 @@ def test_a_torn_last_record_is_reported_not_cut(tmp_path: Path) -> None:
     newest = sorted(p for p in (tmp_path / "store").iterdir() if p.name.startswith("log."))[-1]
     before_view = read_disk(tmp_path)
     end = before_view.segments[-1].end
-    with open(newest, "r+b") as f:  # half a record header after the last record: a crash mid-write
+    with open(newest, "r+b") as f:  # half a group header after the last group: a crash mid-write
         f.seek(end)
-        f.write(b"ZBR1\x05\x00")
+        f.write(b"ZBG4\x05\x00")
     before = fingerprint(tmp_path)
     view = read_disk(tmp_path)
     assert fingerprint(tmp_path) == before
