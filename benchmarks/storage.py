@@ -195,8 +195,9 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print("raw = pwrite(N KiB) + fdatasync into a zero-filled file; grow = the same into a growing file;")
         print("ratio = DiskStore rec/s / raw rec/s, the two measured in alternation, commit by commit.")
-        print("per commit: raw us = raw write + fdatasync; append us = DiskStore encoding and checksumming")
-        print("the group (CPU); sync us = its write + fdatasync, rollovers and background preallocation.")
+        print("per commit: raw us = raw write + fdatasync; append us = DiskStore encoding the records (CPU);")
+        print("sync us = joining and checksumming the group, its write + fdatasync, rollovers and background")
+        print("preallocation.")
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return 0
