@@ -15,18 +15,14 @@ from an old one still holds the old records past its end: under the new seed the
 checksums, so they can never be taken for records of the new segment. A record header is never
 all zeros (the magic is not zero), so the first all-zero header marks the end of a segment's data.
 
-``encode_txns`` is kept so tests can build such segments by hand.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
 
 from storage.checksum import crc32c
-from zabray.errors import ConfigError, CorruptionError
-from zabray.protocol.messages import Txn
-from zabray.protocol.zxid import fmt
+from zabray.errors import CorruptionError
 
 U32 = struct.Struct("<I")
 
@@ -36,50 +32,6 @@ REC_HEAD = struct.Struct("<IIQqq")
 REC_FULL = struct.Struct("<IIQqqI")
 REC_HEADER_SIZE = REC_HEAD.size + U32.size  # 36
 ZERO_HEADER = bytes(REC_HEADER_SIZE)
-
-
-def encode_txns(txns: Sequence[Txn], after: int, parts: list[bytes], zxids: list[int], seed: int = 0) -> int:
-    """Encode txns as records onto ``parts`` (header with crc, then value: two per record) and
-    ``zxids``; returns the number of bytes added.
-
-    All or nothing: raises ``ConfigError`` and leaves both lists as they were when zxids do not
-    strictly increase from ``after`` or a field does not fit its slot, since such a record could
-    never be recovered. (The hot path of group commit: kept lean on purpose.)
-    """
-    n_parts, n_zxids = len(parts), len(zxids)
-    head = REC_HEAD.pack
-    full = REC_FULL.pack
-    crc32 = crc32c
-    add = parts.append
-    add_z = zxids.append
-    last = after
-    size = 0
-    try:
-        for t in txns:
-            z = t.zxid
-            if z <= last:
-                raise ConfigError(
-                    f"append: zxid {fmt(z)} does not follow {fmt(last)}; the log must strictly increase"
-                )
-            v = t.value
-            if type(v) is not bytes:
-                if not isinstance(v, (bytes, bytearray, memoryview)):
-                    raise ConfigError(f"append: txn {fmt(z)} value must be bytes, got {type(v).__name__}")
-                v = bytes(v)
-            n, o, r = len(v), t.origin, t.request_id
-            try:
-                crc = crc32(v, crc32(head(REC_MAGIC, n, z, o, r), seed))
-            except struct.error as e:
-                raise ConfigError(f"append: txn {fmt(z)} does not fit a log record: {e}") from e
-            add(full(REC_MAGIC, n, z, o, r, crc))
-            add(v)
-            add_z(z)
-            size += n
-            last = z
-    except BaseException:
-        del parts[n_parts:], zxids[n_zxids:]
-        raise
-    return size + REC_HEADER_SIZE * (len(zxids) - n_zxids)
 
 
 def first_after(data: bytes, zxid: int, seed: int = 0) -> tuple[int, int | None]:

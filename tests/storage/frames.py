@@ -1,10 +1,11 @@
-"""Shared by the storage tests that build or take apart segment images by hand (format 4)."""
+"""Shared by the storage tests that build or take apart segment images by hand."""
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
 
+from storage.checksum import crc32c
 from storage.records import (
     GROUP_HEAD,
     GROUP_HEADER_SIZE,
@@ -13,6 +14,7 @@ from storage.records import (
     encode_txns,
     group_frames,
 )
+from storage.records_v3 import REC_FULL, REC_HEAD, REC_MAGIC
 from storage.segments import SEG_HEADER_SIZE
 from zabray.protocol.messages import Txn
 
@@ -43,4 +45,14 @@ def encode_groups(batches: Sequence[Sequence[Txn]], seed: int = 0) -> bytes:
         size = encode_txns(batch, after, parts, [])
         out += b"".join(group_frames(parts, size, seed)[0])
         after = batch[-1].zxid
+    return out
+
+
+def encode_v3_records(txns: Sequence[Txn], seed: int = 0) -> bytes:
+    """Records of formats 2 (``seed`` 0) and 3, a checksum each, as older zabray wrote them."""
+    out = b""
+    for t in txns:
+        head = REC_HEAD.pack(REC_MAGIC, len(t.value), t.zxid, t.origin, t.request_id)
+        out += REC_FULL.pack(REC_MAGIC, len(t.value), t.zxid, t.origin, t.request_id, crc32c(t.value, crc32c(head, seed)))
+        out += t.value
     return out

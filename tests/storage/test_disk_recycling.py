@@ -12,14 +12,13 @@ import os
 import struct
 
 import pytest
-from frames import encode_groups, group_spans
+from frames import encode_groups, encode_v3_records, group_spans
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storage import DiskStore, txnlog
 from storage.checksum import crc32c
 from storage.records import GROUP_HEADER_SIZE, ZERO_FRAME
-from storage.records_v3 import encode_txns as encode_v3_records
 from storage.segments import (
     SEG_HEADER_SIZE,
     SegmentInfo,
@@ -190,11 +189,10 @@ def test_the_same_file_without_its_recycled_flag_is_refused():
 def test_format_2_segments_are_still_read_and_followed_by_format_4_ones(tmp_path):
     d = tmp_path / "s"
     d.mkdir()
-    parts: list[bytes] = []
-    encode_v3_records([txn(1), txn(2)], 0, parts, [])  # format 2: a checksum per record, from 0
+    records = encode_v3_records([txn(1), txn(2)])  # format 2: a checksum per record, from 0
     body = struct.pack("<4sHHIIQ", b"ZBLG", 2, 1, 0, 0, 0)
     header = body + struct.pack("<I", crc32c(body)) + bytes(4)
-    img = header + b"".join(parts)
+    img = header + records
     (d / "log.00000000.00000000").write_bytes(img + bytes(SEG - len(img)))
     with DiskStore(d, segment_bytes=SEG) as s:
         assert list(s.recover().txns) == [txn(1), txn(2)]
