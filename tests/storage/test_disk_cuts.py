@@ -11,7 +11,7 @@ import os
 import pytest
 from frames import group_spans
 
-from storage import DiskStore
+from storage import DiskStore, records
 from storage.records import CUT_MAGIC_BYTES, CUT_SIZE, cut_frame
 from storage.segments import SegmentInfo, decode_segment_header, scan_segment
 from zabray.errors import CorruptionError
@@ -132,3 +132,20 @@ def test_a_cut_in_a_full_preallocated_segment_extends_the_file_by_the_frame(tmp_
         s.append([Txn(Zxid.of(1, 2), b"c")])
         s.sync()
     assert zxids(d, seg) == [1, 2]
+
+
+def test_a_sync_larger_than_a_group_writes_several_and_each_can_be_cut(tmp_path, monkeypatch):
+    monkeypatch.setattr(records, "MAX_GROUP_BODY", 400)  # about three 100-byte records a group
+    d = str(tmp_path / "s")
+    with DiskStore(d, segment_bytes=SEG) as s:
+        s.append(txns(1, 10))
+        s.sync()
+        _, data = only_segment(d)
+        spans = group_spans(data)
+        assert len(spans) > 2 and [z for _, _, zs in spans for z in zs] == [Zxid.of(1, i) for i in range(1, 11)]
+        inside = spans[1][2][1]  # the second record of the second group
+        s.truncate(Zxid(inside))
+        s.sync()
+        expect = list(range(1, Zxid(inside).counter + 1))
+        assert [t.zxid.counter for t in s.recover().txns] == expect
+    assert zxids(d) == expect
