@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from storage.checksum import crc32c
-from zabray.errors import ConfigError
+from zabray.errors import ConfigError, CorruptionError
 from zabray.protocol.messages import Txn
 from zabray.protocol.zxid import fmt
 
@@ -227,16 +227,20 @@ class Cut(NamedTuple):
 
 def plan_cut(data: bytes, zxid: int, seed: int) -> Cut:
     """Where to cut ``data`` (one group and its cut frames, as written by this process) so that
-    only its records <= ``zxid`` remain. Offsets are relative to ``data``."""
-    group = read_group(data, 0, seed)
+    only its records <= ``zxid`` remain. Offsets are relative to ``data``. ``CorruptionError``
+    if the region no longer reads back as written."""
+    try:
+        group = read_group(data, 0, seed)
+    except ValueError as e:
+        raise CorruptionError(f"{e}, in a region written by this process") from None
     if group is None:
-        raise ValueError("no valid group at the start of a region written by this process")
+        raise CorruptionError("no valid group at the start of a region written by this process")
     records = group.records
     off = group.end
     while off < len(data):
         cut = read_cut(data, off, seed)
         if cut is None:
-            raise ValueError(f"bad cut frame at offset {off} of a region written by this process")
+            raise CorruptionError(f"bad cut frame at offset {off} of a region written by this process")
         records = records[: cut[0]]
         off += CUT_SIZE
     keep = sum(1 for r in records if r.zxid <= zxid)

@@ -14,7 +14,6 @@ The record's crc32c covers its first 32 header bytes and the value, starting fro
 from an old one still holds the old records past its end: under the new seed they fail their
 checksums, so they can never be taken for records of the new segment. A record header is never
 all zeros (the magic is not zero), so the first all-zero header marks the end of a segment's data.
-
 """
 
 from __future__ import annotations

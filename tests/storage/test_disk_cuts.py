@@ -149,3 +149,18 @@ def test_a_sync_larger_than_a_group_writes_several_and_each_can_be_cut(tmp_path,
         expect = list(range(1, Zxid(inside).counter + 1))
         assert [t.zxid.counter for t in s.recover().txns] == expect
     assert zxids(d) == expect
+
+
+def test_a_group_damaged_under_a_running_store_stops_the_cut_with_a_corruption_error(tmp_path):
+    d = str(tmp_path / "s")
+    with DiskStore(d, segment_bytes=SEG) as s:
+        s.append(txns(1, 4))
+        s.sync()
+        name, data = only_segment(d)
+        start = group_spans(data)[0][0]
+        with open(os.path.join(d, name), "r+b") as f:  # the disk changed what this process wrote
+            f.seek(start + 60)
+            f.write(b"\xff")
+        s.truncate(Zxid.of(1, 2))
+        with pytest.raises(CorruptionError, match="region written by this process"):
+            s.sync()
