@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
+import struct
+
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from zabray.errors import CodecError
 from zabray.tree.znode import TTL_MAX
 from zabray.tree.znode import Stat as TreeStat
 from zabray.wire import zkproto as zp
-from zabray.wire.zk_translate import stat_out, stat_reply, to_op, to_response
+from zabray.wire.zk_translate import fast_set_data, stat_out, stat_reply, to_op, to_response
 from zabray.zk import messages as zm
 
 ACL = (zp.ACL(zp.Perm.ALL, zp.Id("world", "anyone")),)
@@ -96,3 +98,58 @@ def test_a_stat_reply_out_of_range_is_left_to_the_general_path() -> None:
     assert stat_reply(1, 2, stat) is None
     with pytest.raises(CodecError):
         zp.encode_reply(1, 2, 0, zp.StatResponse(stat_out(stat)))
+
+
+def _general(payload: bytes) -> tuple[int, zm.ClientOp] | str:
+    """What the record path makes of a request payload: (xid, op), or the error it raises."""
+    try:
+        req = zp.decode_request(payload)
+        return req.xid, to_op(req)
+    except CodecError as e:
+        return f"CodecError: {e}"
+
+
+_set_data_payloads = st.builds(
+    lambda xid, path, data, version: zp.encode_request(xid, zp.OpCode.SET_DATA,
+                                                       zp.SetDataRequest(path, data, version))[4:],
+    i32, st.text(max_size=12) | st.text(max_size=12) | st.none(),
+    st.binary(max_size=40) | st.binary(max_size=40) | st.none(), i32,
+)
+
+
+@st.composite
+def _damaged(draw: st.DrawFn) -> bytes:
+    """A setData payload, then cut, extended, or with one byte changed (lengths and opcode too)."""
+    p = bytearray(draw(_set_data_payloads))
+    how = draw(st.sampled_from(["as is", "cut", "extend", "flip"]))
+    if how == "cut":
+        del p[draw(st.integers(0, len(p))):]
+    elif how == "extend":
+        p += draw(st.binary(min_size=1, max_size=6))
+    elif how == "flip" and p:
+        i = draw(st.integers(0, len(p) - 1))
+        p[i] = draw(st.integers(0, 255))
+    return bytes(p)
+
+
+@settings(max_examples=300)
+@given(st.one_of(_damaged(), _damaged(), st.binary(max_size=40)))
+@example(struct.pack(">iii", 12, zp.OpCode.SET_DATA, -12) + bytes(8))  # a negative path length whose
+# "data length" would then be the xid, which matches the payload's length
+def test_a_set_data_read_in_place_is_what_the_record_path_reads(payload: bytes) -> None:
+    """The setData fast path (``fast_set_data``) gives exactly the record path's (xid, op) for
+    every payload it accepts, and leaves every other one (other opcodes, null path or data,
+    truncated, trailing bytes, bad UTF-8) to it."""
+    fast = fast_set_data(payload)
+    if fast is not None:
+        assert fast == _general(payload)
+        assert type(fast[1].data) is bytes and type(fast[1].path) is str
+
+
+def test_the_set_data_fast_path_takes_the_usual_request_and_leaves_the_odd_ones() -> None:
+    frame = zp.encode_request(7, zp.OpCode.SET_DATA, zp.SetDataRequest("/a/\u00e9", b"v" * 1024, -1))
+    assert fast_set_data(frame[4:]) == (7, zm.SetData("/a/\u00e9", b"v" * 1024, -1))
+    for odd in (zp.SetDataRequest(None, b"v", 1), zp.SetDataRequest("/a", None, 1)):  # type: ignore[arg-type]
+        assert fast_set_data(zp.encode_request(7, zp.OpCode.SET_DATA, odd)[4:]) is None
+    exists = zp.encode_request(7, zp.OpCode.EXISTS, zp.PathWatchRequest("/a", False))
+    assert fast_set_data(exists[4:]) is None

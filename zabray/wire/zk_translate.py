@@ -103,6 +103,35 @@ def _paths(v: tuple[str, ...] | None) -> tuple[str, ...]:
     return tuple(v or ())
 
 
+_SET_DATA_HEAD = struct.Struct(">iii")  # RequestHeader (xid, type), then the path's length
+_I32 = struct.Struct(">i")
+
+
+def fast_set_data(payload: bytes) -> tuple[int, zm.SetData] | None:
+    """(xid, op) of a well-formed setData request frame's payload, as ``decode_request`` and
+    ``to_op`` give them, read in place: the hottest request, without its three records. None
+    for anything else, a null path or null data included: the general path decides those, and
+    reports what is wrong with a malformed one."""
+    n = len(payload)
+    if n < 20:  # header, the path's and the data's lengths, the version
+        return None
+    xid, op, plen = _SET_DATA_HEAD.unpack_from(payload)
+    dpos = 12 + plen
+    if op != _SET_DATA or plen < 0 or dpos + 8 > n:
+        return None
+    (dlen,) = _I32.unpack_from(payload, dpos)
+    if dlen < 0 or dpos + 8 + dlen != n:
+        return None
+    try:
+        path = payload[12:dpos].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return xid, zm.SetData(path, payload[dpos + 4 : n - 4], _I32.unpack_from(payload, n - 4)[0])
+
+
+_SET_DATA = int(zp.OpCode.SET_DATA)
+
+
 def to_op(req: zp.Request) -> zm.ClientOp:
     """The service request ``req`` asks for. Raises ``CodecError`` for an opcode ZooKeeper does
     not have (the connection is closed: the stream cannot be trusted)."""

@@ -30,7 +30,7 @@ from typing import Any
 from zabray.errors import CodecError
 from zabray.tree import zk_code
 from zabray.wire import zkproto as zp
-from zabray.wire.zk_translate import multi_failed, stat_reply, to_op, to_response
+from zabray.wire.zk_translate import fast_set_data, multi_failed, stat_reply, to_op, to_response
 from zabray.zk import messages as zm
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,7 @@ _EVENT_TYPES = {"created": zp.EventType.NODE_CREATED, "deleted": zp.EventType.NO
 # Answers a ZooKeeper server never gives: the replica cannot serve this, the client moves on.
 _MOVE_ON = frozenset({"NOT_READY", "BEHIND", "CONNECTION_LOSS"})
 _CONNECT = -10  # the opcode remembered for the handshake (ZooKeeper's createSession)
+_SET_DATA = int(zp.OpCode.SET_DATA)
 
 
 def session_password(session_id: int, key: bytes) -> bytes:
@@ -104,10 +105,15 @@ class ZkServerConn:
                 if out.close:
                     break
                 continue
-            req = zp.decode_request(payload)
-            op = to_op(req)
             rid = self._next
             self._next += 1
+            fast = fast_set_data(payload)
+            if fast is not None:
+                self._pending[rid] = (fast[0], _SET_DATA, ())
+                out.requests.append((rid, fast[1]))
+                continue
+            req = zp.decode_request(payload)
+            op = to_op(req)
             sub: tuple[int, ...] = ()
             if req.op in (zp.OpCode.MULTI, zp.OpCode.MULTI_READ) and req.body is not None:
                 sub = tuple(o for o, _ in req.body.ops)  # type: ignore[attr-defined]
