@@ -99,7 +99,8 @@ class ClientConn(BatchingProtocol):
         return False
 
     def deliver(self, action: Any) -> None:
-        from zabray.zk import bespoke  # only a ZooKeeper service delivers: a broadcast replica never imports it
+        # Only a ZooKeeper service delivers: a broadcast replica never imports it.
+        from zabray.zk import bespoke
 
         self.send(bespoke.frame(action))
 

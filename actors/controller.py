@@ -23,7 +23,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.replica_actor import ReplicaActor
 from zabray import trace
-from zabray.actor_names import NAMESPACE, controller_name
+from zabray.actor_names import NAMESPACE
 from zabray.config import EnsembleConfig
 from zabray.crashpoints import crash_points as check_crash_points
 from zabray.errors import ConfigError, NotRunningError

@@ -18,7 +18,7 @@ from typing import Any
 import ray
 
 from zabray import schedule as sched
-from zabray.actor_names import NAMESPACE, controller_name, injector_name
+from zabray.actor_names import NAMESPACE, controller_name
 from zabray.crashpoints import crash_points
 from zabray.errors import ConfigError, NotRunningError
 from zabray.holds import HeldMessage, HoldPattern

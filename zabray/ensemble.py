@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zabray.actor_names import NAMESPACE, controller_name, injector_name
 from zabray.client import EnsembleClient, LoopThread
 from zabray.config import EnsembleConfig
 from zabray.crashpoints import CrashPoints
 from zabray.crashpoints import crash_points as crash_points_of
-from zabray.actor_names import NAMESPACE, controller_name, injector_name
 from zabray.errors import (
     ConfigError,
     NoQuorumError,
