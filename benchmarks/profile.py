@@ -14,6 +14,14 @@ format: one ``stack count`` line per distinct stack, ready for flamegraph tools)
 client (setData, one session connected to ``--via``: the leader, or a follower that forwards
 every write); the client is then a JVM, which py-spy cannot sample, so only the replicas are shown.
 
+``--ledger`` samples no stacks: it reads every process's CPU time from ``/proc`` before and
+after the load (each thread, user and system time) and prints where the whole machine's CPU went
+per write: each replica by role, the client (the JVM's threads, or this driver), Ray's own
+processes, the kernel's threads. On a machine where every core is busy, that is the budget
+a change has to cut.
+
+    .venv/bin/python benchmarks/profile.py --service --ledger
+
 py-spy needs permission to read another process's memory (root, or ptrace_scope 0).
 """
 
@@ -42,6 +50,56 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU time of ``pid`` so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_cpu() -> dict[tuple[int, str, str], tuple[float, float]]:
+    """(pid, process name, thread name) -> (user, system) CPU seconds of every thread alive now."""
+    tck = os.sysconf("SC_CLK_TCK")
+    out: dict[tuple[int, str, str], tuple[float, float]] = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+                name = stat[stat.index("(") + 1 : stat.rindex(")")]
+                fields = stat.rsplit(")", 1)[1].split()
+                key = (int(pid), comm, f"{name}:{tid}")
+                out[key] = (int(fields[11]) / tck, int(fields[12]) / tck)
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            pass  # exited meanwhile
+    return out
+
+
+def print_ledger(before: dict[tuple[int, str, str], tuple[float, float]],
+                 after: dict[tuple[int, str, str], tuple[float, float]],
+                 roles: dict[int, str], writes: int, seconds: float) -> None:
+    """CPU per write by process (replicas by role), with its system share; kernel threads and
+    Ray's own processes grouped."""
+    used: dict[str, float] = collections.defaultdict(float)
+    sys_: dict[str, float] = collections.defaultdict(float)
+    for key, (u1, s1) in after.items():
+        u0, s0 = before.get(key, (0.0, 0.0))
+        pid, comm, _ = key
+        label = roles.get(pid)
+        if label is None:
+            if comm.startswith(("kworker", "ksoftirqd", "jbd2", "kswapd", "kcompactd", "rcu", "kdamond")):
+                label = "kernel threads"
+            elif comm in ("raylet", "gcs_server") or comm.startswith(("ray::", "ray-", "dashboard")):
+                label = f"Ray: {comm}" if comm in ("raylet", "gcs_server") else "Ray: other processes"
+            elif comm == "java":
+                label = "client: the JVM"
+            else:
+                label = f"other: {comm}"
+        used[label] += (u1 - u0) + (s1 - s0)
+        sys_[label] += s1 - s0
+    total = sum(used.values())
+    print(f"\n== the machine: {total:.2f} s of CPU in {seconds:.1f} s ({total / seconds:.2f} of "
+          f"{os.cpu_count()} cores busy), {1e6 * total / writes:.0f} us per write")
+    print(f"   {'process':<36} {'us/write':>9} {'share':>6} {'system':>7}")
+    for label, v in sorted(used.items(), key=lambda kv: -kv[1]):
+        if v * 1e6 / writes < 0.5:
+            continue
+        print(f"   {label:<36} {1e6 * v / writes:>9.1f} {v / total:>6.0%} {sys_[label] / v if v else 0:>7.0%}")
 
 
 def top_frames(raw: Path, k: int) -> tuple[int, list[tuple[str, float]], list[tuple[str, float]]]:
@@ -77,6 +135,8 @@ def main() -> None:
                     help="the ZooKeeper service path, driven by ZooKeeper's Java client (setData)")
     ap.add_argument("--via", choices=["leader", "follower"], default="follower",
                     help="with --service: the replica the Java client connects to (default follower)")
+    ap.add_argument("--ledger", action="store_true",
+                    help="no stacks: every process's CPU per write, from /proc (see the docstring)")
     ap.add_argument("--out", type=Path, default=Path("profile-out"), help="directory for the raw samples")
     args = ap.parse_args()
 
@@ -85,7 +145,7 @@ def main() -> None:
     from zabray.workload import Workload
 
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    if not Path(spy).exists():
+    if not args.ledger and not Path(spy).exists():
         sys.exit("py-spy is not installed: .venv/bin/pip install py-spy")
     cfg = EnsembleConfig.load(args.config)
     trace = cfg.trace and not args.no_trace
@@ -115,6 +175,24 @@ def main() -> None:
             pids["client"] = os.getpid()
             wl = Workload(ens, in_flight=args.in_flight, size=args.size).start()
             time.sleep(2)  # past connection set-up and the first segment's allocation
+        if args.ledger:
+            roles = {s.pid: "replica: leader" if s.sid == leader else f"replica: follower {s.sid}"
+                     for s in status if s.pid is not None}
+            roles[os.getpid()] = "this driver (and its client)" if not args.service else "this driver"
+            if args.service and via.pid is not None:
+                roles[via.pid] += " (the client's)"
+            applied0 = next(s.applied for s in ens.status() if s.sid == leader)
+            m0, t0 = machine_cpu(), time.monotonic()
+            time.sleep(args.seconds)
+            m1, t1 = machine_cpu(), time.monotonic()
+            writes = next(s.applied for s in ens.status() if s.sid == leader).counter - applied0.counter
+            if args.service:
+                jvm.join()
+            else:
+                wl.stop()
+            print(f"{writes:,} writes in {t1 - t0:.1f} s ({writes / (t1 - t0):,.0f}/s)")
+            print_ledger(m0, m1, roles, writes, t1 - t0)
+            return
         before = {name: cpu_seconds(pid) for name, pid in pids.items()}
         applied0 = next(s.applied for s in ens.status() if s.sid == leader)
         spies = {name: subprocess.Popen([spy, "record", "-p", str(pid), "-d", str(int(args.seconds)), "-r",
