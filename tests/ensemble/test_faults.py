@@ -219,7 +219,7 @@ def test_kill_returns_once_the_process_is_dead_paused_or_not(start) -> None:  # 
 def test_the_fault_injector_starts_at_the_first_fault_serves_every_handle_and_stops_with_the_ensemble(start) -> None:  # type: ignore[no-untyped-def]
     import ray
 
-    from actors.faults import injector_name
+    from zabray.actor_names import injector_name
     from zabray.ensemble import NAMESPACE, Ensemble
 
     def injector_up() -> bool:
