@@ -53,17 +53,19 @@ def cpu_seconds(pid: int) -> float:
 
 
 def machine_cpu() -> dict[tuple[int, str, str], tuple[float, float]]:
-    """(pid, process name, thread name) -> (user, system) CPU seconds of every thread alive now."""
+    """(pid, process name, thread id) -> (user, system) CPU seconds of every thread alive now.
+    Keyed by id, not name: a thread that renames itself (a JVM's do) is still the same thread."""
     tck = os.sysconf("SC_CLK_TCK")
     out: dict[tuple[int, str, str], tuple[float, float]] = {}
+    cpu = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]  # the machine, all cores
+    out[(0, "", "")] = (sum(int(v) for i, v in enumerate(cpu) if i not in (3, 4)) / tck, 0.0)  # not idle, iowait
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             comm = Path(f"/proc/{pid}/comm").read_text().strip()
             for tid in os.listdir(f"/proc/{pid}/task"):
                 stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-                name = stat[stat.index("(") + 1 : stat.rindex(")")]
                 fields = stat.rsplit(")", 1)[1].split()
-                key = (int(pid), comm, f"{name}:{tid}")
+                key = (int(pid), comm, tid)
                 out[key] = (int(fields[11]) / tck, int(fields[12]) / tck)
         except (FileNotFoundError, ProcessLookupError, ValueError):
             pass  # exited meanwhile
@@ -77,9 +79,12 @@ def print_ledger(before: dict[tuple[int, str, str], tuple[float, float]],
     Ray's own processes grouped."""
     used: dict[str, float] = collections.defaultdict(float)
     sys_: dict[str, float] = collections.defaultdict(float)
+    busy = after[(0, "", "")][0] - before[(0, "", "")][0]
     for key, (u1, s1) in after.items():
         u0, s0 = before.get(key, (0.0, 0.0))
         pid, comm, _ = key
+        if pid == 0:
+            continue
         label = roles.get(pid)
         if label is None:
             if comm.startswith(("kworker", "ksoftirqd", "jbd2", "kswapd", "kcompactd", "rcu", "kdamond")):
@@ -93,8 +98,9 @@ def print_ledger(before: dict[tuple[int, str, str], tuple[float, float]],
         used[label] += (u1 - u0) + (s1 - s0)
         sys_[label] += s1 - s0
     total = sum(used.values())
-    print(f"\n== the machine: {total:.2f} s of CPU in {seconds:.1f} s ({total / seconds:.2f} of "
-          f"{os.cpu_count()} cores busy), {1e6 * total / writes:.0f} us per write")
+    print(f"\n== the machine: {busy / seconds:.2f} of {os.cpu_count()} cores busy (/proc/stat), "
+          f"{1e6 * busy / writes:.0f} us of CPU per write; by process (their threads' times, which "
+          f"sum to {total / seconds:.2f} cores):")
     print(f"   {'process':<36} {'us/write':>9} {'share':>6} {'system':>7}")
     for label, v in sorted(used.items(), key=lambda kv: -kv[1]):
         if v * 1e6 / writes < 0.5:
@@ -121,6 +127,51 @@ def top_frames(raw: Path, k: int) -> tuple[int, list[tuple[str, float]], list[tu
     return total, share(own), share(incl)
 
 
+def apache_ledger(args: argparse.Namespace) -> None:
+    """``--ledger`` for Apache ZooKeeper: the same Java client load on a follower (or the leader)
+    of ``--replicas`` servers, writes counted from the leader's zxid (``srvr``)."""
+    from zabray import apache_zk
+
+    print(f"Apache ZooKeeper 3.8 (Debian's package), forceSync on; {args.replicas} servers, {args.size} B values, "
+          f"{args.in_flight} in flight, {args.seconds} s; ZooKeeper's Java client via a {args.via}")
+    tmp = Path(tempfile.mkdtemp(prefix="zabray-bench-profile-"))
+    try:
+        with apache_zk.ApacheZooKeeper(tmp / "zk", servers=args.replicas, force_sync=True) as azk:
+            lead = azk.host_in_mode("leader")
+            hosts = lead if args.via == "leader" else azk.host_in_mode("follower")
+
+            def zxid() -> int:
+                host, port = lead.rsplit(":", 1)
+                line = next(x for x in apache_zk.four_letter(host, int(port), "srvr").splitlines()
+                            if x.startswith("Zxid:"))
+                return int(line.split()[1], 16) & 0xFFFFFFFF  # one epoch throughout
+
+            java = runpy.run_path(os.path.join(_here, "zkclients.py"))["java_load"]
+            jvm = threading.Thread(target=java, args=(hosts, "setData", args.size, args.in_flight),
+                                   kwargs={"seconds": args.seconds + 4, "warmup": 4}, daemon=True)
+            jvm.start()
+            time.sleep(6)  # as for zabray: the JVM's start, its session, its warm-up
+            z0, m0, t0 = zxid(), machine_cpu(), time.monotonic()
+            time.sleep(args.seconds)
+            z1, m1, t1 = zxid(), machine_cpu(), time.monotonic()
+            jvm.join()
+            roles: dict[int, str] = {}
+            for key in m1:
+                try:
+                    cmd = Path(f"/proc/{key[0]}/cmdline").read_bytes()
+                except FileNotFoundError:
+                    continue
+                if b"ZkLoad" in cmd:
+                    roles[key[0]] = "client: the JVM"
+                elif b"QuorumPeerMain" in cmd:
+                    roles[key[0]] = f"ZooKeeper server (pid {key[0]})"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    writes = z1 - z0
+    print(f"{writes:,} writes in {t1 - t0:.1f} s ({writes / (t1 - t0):,.0f}/s)")
+    print_ledger(m0, m1, roles, writes, t1 - t0)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--replicas", type=int, default=3)
@@ -137,6 +188,8 @@ def main() -> None:
                     help="with --service: the replica the Java client connects to (default follower)")
     ap.add_argument("--ledger", action="store_true",
                     help="no stacks: every process's CPU per write, from /proc (see the docstring)")
+    ap.add_argument("--apache", action="store_true",
+                    help="with --service --ledger: the same load and ledger on Apache ZooKeeper (forceSync on) instead")
     ap.add_argument("--out", type=Path, default=Path("profile-out"), help="directory for the raw samples")
     args = ap.parse_args()
 
@@ -147,6 +200,11 @@ def main() -> None:
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not args.ledger and not Path(spy).exists():
         sys.exit("py-spy is not installed: .venv/bin/pip install py-spy")
+    if args.apache:
+        if not (args.service and args.ledger):
+            sys.exit("--apache needs --service --ledger")
+        apache_ledger(args)
+        return
     cfg = EnsembleConfig.load(args.config)
     trace = cfg.trace and not args.no_trace
     load = f"ZooKeeper's Java client via a {args.via}" if args.service else "zabray's client"
