@@ -72,6 +72,16 @@ def machine_cpu() -> dict[tuple[int, str, str], tuple[float, float]]:
     return out
 
 
+def _script(pid: int) -> str:
+    """The script a Python process runs, as a ledger label (Ray's log monitor, its dashboard...)."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except FileNotFoundError:
+        return "python"
+    script = next((a for a in args[1:] if a.endswith(b".py")), b"python").decode(errors="replace")
+    return ("Ray: " if "/ray/" in script else "other: ") + os.path.basename(script)
+
+
 def print_ledger(before: dict[tuple[int, str, str], tuple[float, float]],
                  after: dict[tuple[int, str, str], tuple[float, float]],
                  roles: dict[int, str], writes: int, seconds: float) -> None:
@@ -94,7 +104,7 @@ def print_ledger(before: dict[tuple[int, str, str], tuple[float, float]],
             elif comm == "java":
                 label = "client: the JVM"
             else:
-                label = f"other: {comm}"
+                label = _script(pid) if comm.startswith("python") else f"other: {comm}"
         used[label] += (u1 - u0) + (s1 - s0)
         sys_[label] += s1 - s0
     total = sum(used.values())
