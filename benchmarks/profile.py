@@ -21,6 +21,7 @@ processes, the kernel's threads. On a machine where every core is busy, that is 
 a change has to cut.
 
     .venv/bin/python benchmarks/profile.py --service --ledger
+    .venv/bin/python benchmarks/profile.py --service --ledger --apache   # Apache ZooKeeper's
 
 py-spy needs permission to read another process's memory (root, or ptrace_scope 0).
 """
@@ -58,7 +59,8 @@ def machine_cpu() -> dict[tuple[int, str, str], tuple[float, float]]:
     tck = os.sysconf("SC_CLK_TCK")
     out: dict[tuple[int, str, str], tuple[float, float]] = {}
     cpu = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]  # the machine, all cores
-    out[(0, "", "")] = (sum(int(v) for i, v in enumerate(cpu) if i not in (3, 4)) / tck, 0.0)  # not idle, iowait
+    # Busy: user, nice, system, irq, softirq. Not idle or iowait, nor steal (the hypervisor's).
+    out[(0, "", "")] = (sum(int(v) for i, v in enumerate(cpu) if i not in (3, 4, 7)) / tck, 0.0)
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             comm = Path(f"/proc/{pid}/comm").read_text().strip()
