@@ -79,9 +79,9 @@ def _create(s: Any, a: argparse.Namespace) -> None:
         raise ConfigError("--hold only makes sense with --ephemeral")
     print(s.create(a.path, a.data.encode(), ephemeral=a.ephemeral, sequential=a.sequential), flush=True)
     if a.ephemeral:
-        print(f"holding session 0x{s.session_id:x}: the znode lives until "
-              + ("Ctrl-C" if a.hold is None else f"{a.hold:g} s from now"), file=sys.stderr, flush=True)
-        try:
+        try:  # the message is inside: a Ctrl-C once it is out ends the hold cleanly, exit 0
+            print(f"holding session 0x{s.session_id:x}: the znode lives until "
+                  + ("Ctrl-C" if a.hold is None else f"{a.hold:g} s from now"), file=sys.stderr, flush=True)
             if a.hold is not None:
                 time.sleep(a.hold)
             else:
