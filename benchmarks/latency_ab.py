@@ -13,14 +13,18 @@ both see the same machine, whose CPU speed swings by up to 2x within seconds
 (``benchmarks/README.md``): a change of a few percent in the time of one write, invisible between
 runs of ``zk_wire.py`` or ``zookeeper.py``, shows here. The ensemble started second ran a few
 percent slower whatever its build, so there are two sessions, the builds swapping places, and
-the ratio is the geometric mean of the two. It compares zabray with zabray; the
-comparison with Apache ZooKeeper is ``zookeeper.py``'s and ``zk_wire.py``'s.
+the ratio is the geometric mean of the two. Below the latencies it prints each build's CPU per
+write by replica role (every thread's user and system time, from ``/proc``): with one write in
+flight the three replicas use more CPU than the write takes, and the table shows which of them a
+change made cheaper or dearer. It compares zabray with zabray; the comparison with Apache
+ZooKeeper is ``zookeeper.py``'s and ``zk_wire.py``'s.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import glob
 import importlib.util
 import json
 import os
@@ -36,6 +40,9 @@ from typing import Any
 _here = os.path.dirname(os.path.abspath(__file__))
 # benchmarks/storage.py would shadow the `storage` package; a replica's build comes from PYTHONPATH.
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+
+
+ROLES = ("leader", "client's follower", "other follower")
 
 
 def _cpu() -> Any:
@@ -98,6 +105,22 @@ class Build:
                 return sid
         return None
 
+    def cpu_s(self) -> dict[int, tuple[float, float]]:
+        """Each replica's user and system CPU seconds so far, over all its threads (``/proc``)."""
+        tick = os.sysconf("SC_CLK_TCK")
+        out = {}
+        for sid, p in self.procs.items():
+            user = system = 0
+            for stat in glob.glob(f"/proc/{p.pid}/task/*/stat"):
+                try:
+                    fields = open(stat).read().rsplit(")", 1)[1].split()
+                except OSError:  # the thread ended meanwhile
+                    continue
+                user += int(fields[11])
+                system += int(fields[12])
+            out[sid] = (user / tick, system / tick)
+        return out
+
     def stop(self) -> None:
         for p in self.procs.values():
             p.stdin.close()  # type: ignore[union-attr]
@@ -108,14 +131,14 @@ class Build:
                 p.kill()
 
 
-async def connect(build: Build, via: str, op: str) -> tuple[Any, int, bytes]:
-    """A session on the build's leader or a follower, and the write to time on it."""
+async def connect(build: Build, via: str, op: str) -> tuple[Any, int, bytes, int]:
+    """A session on the build's leader or a follower, the write to time on it, and the replica."""
     cpu = _cpu()
     while (leader := build.leader()) is None:
         await asyncio.sleep(0.05)
     sid = leader if via == "leader" else min(s for s in build.infos if s != leader)
     client = await cpu.jute_session(*build.infos[sid]["zk_client"])
-    return (client, *cpu.write_request(op))
+    return (client, *cpu.write_request(op), sid)
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -124,15 +147,16 @@ def pct(xs: list[float], p: float) -> float:
 
 
 async def session(args: argparse.Namespace, cfgs: tuple[dict[str, Any], dict[str, Any]], roots: tuple[str, str],
-                  tags: tuple[str, str]) -> tuple[list[float], list[float]]:
-    """Both builds up, ``args.rounds`` rounds of alternating requests; each build's latencies."""
+                  tags: tuple[str, str]) -> tuple[list[list[float]], list[dict[str, list[float]]]]:
+    """Both builds up, ``args.rounds`` rounds of alternating requests; each build's latencies,
+    and its replicas' CPU over the timed requests by role: ``{role: [user s, system s]}``."""
     base = tempfile.mkdtemp(prefix="zabray-ab-")
     builds = [Build(tags[0], roots[0], cfgs[0], base), Build(tags[1], roots[1], cfgs[1], base)]
     try:
         conns = [await connect(b, args.via, args.op) for b in builds]
 
         async def one(i: int) -> float:
-            client, code, body = conns[i]
+            client, code, body, _ = conns[i]
             t0 = time.perf_counter()
             await client.request(code, body)
             return (time.perf_counter() - t0) * 1e3
@@ -140,18 +164,29 @@ async def session(args: argparse.Namespace, cfgs: tuple[dict[str, Any], dict[str
         for _ in range(args.pairs // 5):
             await one(0), await one(1)
         lat: list[list[float]] = [[], []]
+        cpu0 = [b.cpu_s() for b in builds]
         for r in range(args.rounds):
             got: list[list[float]] = [[], []]
             for k in range(args.pairs):
                 for i in ((0, 1) if (k + r) % 2 == 0 else (1, 0)):
                     got[i].append(await one(i))
-            a, b = statistics.median(got[0]), statistics.median(got[1])
-            print(f"  {tags[0]} in the first ensemble, round {r}: p50 {tags[0]} {a:.3f} ms, {tags[1]} {b:.3f} ms")
+            pa, pb = statistics.median(got[0]), statistics.median(got[1])
+            print(f"  {tags[0]} in the first ensemble, round {r}: p50 {tags[0]} {pa:.3f} ms, {tags[1]} {pb:.3f} ms")
             lat[0] += got[0]
             lat[1] += got[1]
-        for c, _, _ in conns:
+        cpu1 = [b.cpu_s() for b in builds]
+        cpu: list[dict[str, list[float]]] = []
+        for i, build in enumerate(builds):
+            leader, via = build.leader(), conns[i][3]
+            by_role = {role: [0.0, 0.0] for role in ROLES}
+            for sid in build.procs:
+                role = "leader" if sid == leader else "client's follower" if sid == via else "other follower"
+                for k in (0, 1):
+                    by_role[role][k] += cpu1[i][sid][k] - cpu0[i][sid][k]
+            cpu.append(by_role)
+        for c, _, _, _ in conns:
             c.transport.close()
-        return lat[0], lat[1]
+        return lat, cpu
     finally:
         for b in builds:
             b.stop()
@@ -179,8 +214,8 @@ async def run(args: argparse.Namespace) -> None:
           "the builds swapping ensembles between them")
     # Whichever ensemble starts second ran a few percent slower in every round here, whatever
     # its build: so each build runs once in each place, and the ratio is taken over both.
-    a1, b1 = await session(args, (cfg, cfg_b), (args.a, args.b), ("A", "B"))
-    b2, a2 = await session(args, (cfg_b, cfg), (args.b, args.a), ("B", "A"))
+    (a1, b1), (ca1, cb1) = await session(args, (cfg, cfg_b), (args.a, args.b), ("A", "B"))
+    (b2, a2), (cb2, ca2) = await session(args, (cfg_b, cfg), (args.b, args.a), ("B", "A"))
     lat = {"A": a1 + a2, "B": b1 + b2}
     print(f"\n{'build':<6}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'mean ms':>9}")
     for tag, xs in lat.items():
@@ -189,6 +224,15 @@ async def run(args: argparse.Namespace) -> None:
     second = pct(b2, 50) / pct(a2, 50)
     print(f"B/A p50: {first:.3f} with A in the first ensemble, {second:.3f} with B in it; "
           f"over both {(first * second) ** 0.5:.3f} (below 1: B is faster)")
+    # CPU is the other signal: at one request in flight each write wakes every replica, and the
+    # three of them use more CPU than the write takes (benchmarks/README.md, twenty-second session).
+    writes = {tag: len(xs) for tag, xs in lat.items()}
+    print(f"\nCPU per write, us (user + system, every thread of the replica; /proc ticks of "
+          f"{1e6 / os.sysconf('SC_CLK_TCK'):.0f} us, so read it over many writes)")
+    print(f"{'build':<6}" + "".join(f"{role:>20}" for role in ROLES) + f"{'all':>9}")
+    for tag, parts in (("A", (ca1, ca2)), ("B", (cb1, cb2))):
+        per = {role: sum(sum(p[role]) for p in parts) * 1e6 / writes[tag] for role in ROLES}
+        print(f"{tag:<6}" + "".join(f"{per[role]:>20.0f}" for role in ROLES) + f"{sum(per.values()):>9.0f}")
 
 
 def main() -> None:
