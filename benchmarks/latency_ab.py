@@ -113,7 +113,8 @@ class Build:
             user = system = 0
             for stat in glob.glob(f"/proc/{p.pid}/task/*/stat"):
                 try:
-                    fields = open(stat).read().rsplit(")", 1)[1].split()
+                    with open(stat) as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
                 except OSError:  # the thread ended meanwhile
                     continue
                 user += int(fields[11])
