@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import glob
+import functools
 import importlib.util
 import json
 import os
@@ -45,10 +45,12 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
 ROLES = ("leader", "client's follower", "other follower")
 
 
-def _cpu() -> Any:
-    """benchmarks/cpu.py, for its JuteClient (only the driver loads it: it puts this checkout
-    first on sys.path, which a replica of another build must not do)."""
-    spec = importlib.util.spec_from_file_location("zabray_bench_cpu", os.path.join(_here, "cpu.py"))
+@functools.cache
+def _bench(name: str) -> Any:
+    """benchmarks/<name>.py: cpu.py for its JuteClient, profile.py for its ``cpu_seconds`` (only
+    the driver loads them: they put this checkout first on sys.path, which a replica of another
+    build must not do)."""
+    spec = importlib.util.spec_from_file_location(f"zabray_bench_{name}", os.path.join(_here, f"{name}.py"))
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -105,22 +107,9 @@ class Build:
                 return sid
         return None
 
-    def cpu_s(self) -> dict[int, tuple[float, float]]:
-        """Each replica's user and system CPU seconds so far, over all its threads (``/proc``)."""
-        tick = os.sysconf("SC_CLK_TCK")
-        out = {}
-        for sid, p in self.procs.items():
-            user = system = 0
-            for stat in glob.glob(f"/proc/{p.pid}/task/*/stat"):
-                try:
-                    with open(stat) as f:
-                        fields = f.read().rsplit(")", 1)[1].split()
-                except OSError:  # the thread ended meanwhile
-                    continue
-                user += int(fields[11])
-                system += int(fields[12])
-            out[sid] = (user / tick, system / tick)
-        return out
+    def cpu_s(self) -> dict[int, float]:
+        """Each replica's user + system CPU seconds so far, every thread's (``/proc``)."""
+        return {sid: _bench("profile").cpu_seconds(p.pid) for sid, p in self.procs.items()}
 
     def stop(self) -> None:
         for p in self.procs.values():
@@ -134,7 +123,7 @@ class Build:
 
 async def connect(build: Build, via: str, op: str) -> tuple[Any, int, bytes, int]:
     """A session on the build's leader or a follower, the write to time on it, and the replica."""
-    cpu = _cpu()
+    cpu = _bench("cpu")
     while (leader := build.leader()) is None:
         await asyncio.sleep(0.05)
     sid = leader if via == "leader" else min(s for s in build.infos if s != leader)
@@ -148,9 +137,9 @@ def pct(xs: list[float], p: float) -> float:
 
 
 async def session(args: argparse.Namespace, cfgs: tuple[dict[str, Any], dict[str, Any]], roots: tuple[str, str],
-                  tags: tuple[str, str]) -> tuple[list[list[float]], list[dict[str, list[float]]]]:
+                  tags: tuple[str, str]) -> tuple[list[list[float]], list[dict[str, float]]]:
     """Both builds up, ``args.rounds`` rounds of alternating requests; each build's latencies,
-    and its replicas' CPU over the timed requests by role: ``{role: [user s, system s]}``."""
+    and its replicas' CPU seconds over the timed requests by role."""
     base = tempfile.mkdtemp(prefix="zabray-ab-")
     builds = [Build(tags[0], roots[0], cfgs[0], base), Build(tags[1], roots[1], cfgs[1], base)]
     try:
@@ -176,14 +165,13 @@ async def session(args: argparse.Namespace, cfgs: tuple[dict[str, Any], dict[str
             lat[0] += got[0]
             lat[1] += got[1]
         cpu1 = [b.cpu_s() for b in builds]
-        cpu: list[dict[str, list[float]]] = []
+        cpu: list[dict[str, float]] = []
         for i, build in enumerate(builds):
             leader, via = build.leader(), conns[i][3]
-            by_role = {role: [0.0, 0.0] for role in ROLES}
+            by_role = dict.fromkeys(ROLES, 0.0)
             for sid in build.procs:
                 role = "leader" if sid == leader else "client's follower" if sid == via else "other follower"
-                for k in (0, 1):
-                    by_role[role][k] += cpu1[i][sid][k] - cpu0[i][sid][k]
+                by_role[role] += cpu1[i][sid] - cpu0[i][sid]
             cpu.append(by_role)
         for c, _, _, _ in conns:
             c.transport.close()
@@ -207,7 +195,7 @@ async def run(args: argparse.Namespace) -> None:
 
     print(f"machine: {platform.node() or '?'}, {os.cpu_count()} cores, python {platform.python_version()}")
     print(f"config: {args.config or 'configs/local.yaml'} + service: zookeeper ({described(cfg)}); "
-          f"{len(_cpu().VALUE)} B values, one {args.op} in flight "
+          f"{len(_bench('cpu').VALUE)} B values, one {args.op} in flight "
           f"via {'a follower' if args.via == 'follower' else 'the leader'}")
     print(f"A: {os.path.abspath(args.a)} at {rev[args.a]}\nB: {os.path.abspath(args.b)} at {rev[args.b]}"
           + (f", config {args.config_b} ({described(cfg_b)})" if args.config_b else ""))
@@ -232,7 +220,7 @@ async def run(args: argparse.Namespace) -> None:
           f"{1e6 / os.sysconf('SC_CLK_TCK'):.0f} us, so read it over many writes)")
     print(f"{'build':<6}" + "".join(f"{role:>20}" for role in ROLES) + f"{'all':>9}")
     for tag, parts in (("A", (ca1, ca2)), ("B", (cb1, cb2))):
-        per = {role: sum(sum(p[role]) for p in parts) * 1e6 / writes[tag] for role in ROLES}
+        per = {role: sum(p[role] for p in parts) * 1e6 / writes[tag] for role in ROLES}
         print(f"{tag:<6}" + "".join(f"{per[role]:>20.0f}" for role in ROLES) + f"{sum(per.values()):>9.0f}")
 
 
