@@ -91,10 +91,10 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     from zabray.config import EnsembleConfig
-    from zabray.experiments.runner import describe_machine
+    from zabray.experiments.machine import machine_line
 
-    m, cfg = describe_machine(), EnsembleConfig.load(None)
-    print(f"machine: {m['host']}, {m['cpus']} cores, python {m['python']}, load {m['load1']:.1f}")
+    cfg = EnsembleConfig.load(None)
+    print(machine_line())
     print(f"zabray: configs/local.yaml (fsync {cfg.fsync}, trace {not args.no_trace}, auth {cfg.auth}, "
           f"tick_ms {cfg.tick_ms}); {args.size} B values, {args.in_flight} in flight, {args.seconds} s per size",
           flush=True)

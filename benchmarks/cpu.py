@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import shutil
 import statistics
 import struct
@@ -44,6 +43,7 @@ from actors.replica import ReplicaServer  # noqa: E402
 from zabray.auth import Secret  # noqa: E402
 from zabray.client import EnsembleClient  # noqa: E402
 from zabray.config import EnsembleConfig  # noqa: E402
+from zabray.experiments.machine import machine_line  # noqa: E402
 from zabray.keyfiles import new_secret  # noqa: E402
 from zabray.wire import zkproto as zp  # noqa: E402
 
@@ -220,8 +220,7 @@ def main() -> int:
     args = ap.parse_args()
     import uvloop
 
-    print(f"machine: {platform.node()}, {os.cpu_count()} cores, python {platform.python_version()}, uvloop; "
-          f"one thread")
+    print(machine_line("uvloop", "one thread"))
     print(f"zabray: {args.path} path, 3 replicas, config {args.config or 'configs/local.yaml'} (fsync {args.fsync}, "
           f"trace {args.trace}, auth on); {len(VALUE)} B values, {args.in_flight} in flight"
           + (f" via a {args.via}, {args.op}" if args.path == "service" else "") + f", {args.writes} writes per run")

@@ -124,6 +124,9 @@ def main() -> None:
 
     spark = get_session(args.master)
     jvm_pid = int(spark._jvm.ProcessHandle.current().pid())  # type: ignore[union-attr]
+    from zabray.experiments.machine import machine_line
+
+    print(machine_line())
     print(f"Spark {spark.version} on {spark.sparkContext.master}")
     print(f"{'ops':>10} {'keys':>6} {'conc':>5} {'gen s':>7} {'check s':>8} {'ops/s':>9} {'driver MB':>10} "
           f"{'JVM MB':>8}  verdicts")

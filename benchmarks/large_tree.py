@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -50,10 +49,11 @@ def main() -> None:
 
     from zabray.config import EnsembleConfig
     from zabray.ensemble import Ensemble
+    from zabray.experiments.machine import machine_line
     from zabray.rayhead import unniced_workers
 
     cfg = EnsembleConfig.load(args.config, service="zookeeper", diff_window=1000, snapshot_every=10**9)
-    print(f"machine: {platform.node()}, {os.cpu_count()} cores, python {platform.python_version()}")
+    print(machine_line())
     print(f"zabray: 3 replicas, config {args.config or 'configs/local.yaml'} + service: zookeeper, diff_window 1000, "
           f"snapshots on request only (fsync {cfg.fsync}, trace {cfg.trace}); {args.znodes:,} znodes of {args.size} B")
     tmp = tempfile.mkdtemp(prefix="zabray-large-tree-")

@@ -28,7 +28,6 @@ import functools
 import importlib.util
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -184,6 +183,7 @@ async def session(args: argparse.Namespace, cfgs: tuple[dict[str, Any], dict[str
 
 async def run(args: argparse.Namespace) -> None:
     from zabray.config import EnsembleConfig
+    from zabray.experiments.machine import machine_line
 
     cfg = EnsembleConfig.load(args.config).to_dict() | {"service": "zookeeper"}
     cfg_b = EnsembleConfig.load(args.config_b).to_dict() | {"service": "zookeeper"} if args.config_b else cfg
@@ -193,7 +193,7 @@ async def run(args: argparse.Namespace) -> None:
     def described(c: dict[str, Any]) -> str:
         return f"fsync {c['fsync']}, trace {c['trace']}, auth {c['auth']}"
 
-    print(f"machine: {platform.node() or '?'}, {os.cpu_count()} cores, python {platform.python_version()}")
+    print(machine_line())
     print(f"config: {args.config or 'configs/local.yaml'} + service: zookeeper ({described(cfg)}); "
           f"{len(_bench('cpu').VALUE)} B values, one {args.op} in flight "
           f"via {'a follower' if args.via == 'follower' else 'the leader'}")

@@ -24,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+from zabray.experiments.machine import machine_line
 from zabray.pipeline.synth import SynthSpec, generate, write_jsonl, write_parquet
 
 
@@ -102,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     result: dict = {"deliveries_per_replica": n * args.epochs, "replicas": args.replicas, "epochs": args.epochs,
                     "format": args.format, "master": args.master, "driver_memory": args.driver_memory,
                     "shuffle_partitions": args.shuffle_partitions, "run_dir": str(run_dir)}
+    print(machine_line())
+    print(f"checker: Spark {args.master}, driver memory {args.driver_memory}, {args.shuffle_partitions} shuffle "
+          f"partitions; trace: {n * args.epochs:,} deliveries x {args.replicas} replicas, {args.epochs} epochs, "
+          f"{args.sessions} sessions, {args.format}", flush=True)
     if not args.reuse:
         shutil.rmtree(run_dir, ignore_errors=True)
         queue: multiprocessing.Queue = multiprocessing.get_context("fork").Queue()

@@ -23,7 +23,9 @@ from pathlib import Path
 # Run as a script, benchmarks/ would shadow the `storage` package with benchmarks/storage.py.
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
+from zabray.config import EnsembleConfig  # noqa: E402
 from zabray.ensemble import Ensemble  # noqa: E402
+from zabray.experiments.machine import machine_line  # noqa: E402
 from zabray.tls import make_certs  # noqa: E402
 from zabray.workload import Workload, check_histories, percentile  # noqa: E402
 
@@ -79,6 +81,11 @@ def main() -> int:
     bad = [m for m in modes if m not in MODES]
     if bad:
         ap.error(f"unknown mode {bad[0]!r}; choose from {', '.join(MODES)}")
+    cfg = EnsembleConfig.load(None)
+    print(machine_line())
+    print(f"zabray: {args.replicas} replicas, configs/local.yaml but trace off, so only auth and TLS differ "
+          f"(fsync {cfg.fsync}, tick_ms {cfg.tick_ms}); {args.size} B values, {args.in_flight} in flight, "
+          f"2 s warm-up + {args.seconds:g} s per mode; modes {', '.join(modes)}", flush=True)
     rows = [measure(m, args.seconds, args.in_flight, args.size, args.replicas) for m in modes]
     base = next((r for r in rows if r["mode"] == "auth-off"), None)
     print(f"{'mode':10} {'commits/s':>10} {'vs off':>7} {'p50 ms':>8} {'p99 ms':>8} {'failed':>7} {'lost':>5}")

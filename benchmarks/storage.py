@@ -33,6 +33,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from storage import DiskStore  # noqa: E402
+from zabray.experiments.machine import machine_line  # noqa: E402
 from zabray.protocol.messages import Txn  # noqa: E402
 from zabray.protocol.zxid import Zxid  # noqa: E402
 
@@ -170,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     base = tempfile.mkdtemp(prefix="zabray-bench-", dir=args.dir)
     try:
+        print(machine_line())
         print(
             f"disk: {os.path.abspath(base)}   record: {RECORD} B   {args.seconds:g} s per side per group size\n"
             f"DiskStore: fsync on, preallocated segments of {args.segment_mb} MiB, keep_snapshots=1, a snapshot "

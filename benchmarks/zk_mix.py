@@ -69,9 +69,16 @@ def main() -> None:
     a = ap.parse_args()
     import ray
 
+    from zabray.config import EnsembleConfig
     from zabray.ensemble import Ensemble
+    from zabray.experiments.machine import machine_line
     from zabray.rayhead import unniced_workers
 
+    cfg = EnsembleConfig.load(None)
+    print(machine_line())
+    print(f"zabray: configs/local.yaml + service: zookeeper, trace off, fsync {a.fsync} (auth {cfg.auth}, "
+          f"tick_ms {cfg.tick_ms}); {a.sessions} sessions x {a.in_flight} in flight, {a.seconds:g} s per mix",
+          flush=True)
     unniced_workers()  # replicas at nice 0, as `zabray up` and Ensemble.start run them
     ray.init(namespace="zabray", include_dashboard=False, log_to_driver=False)
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import runpy
 import shutil
 import sys
@@ -79,13 +78,14 @@ def main() -> None:
     from zabray import apache_zk
     from zabray.config import EnsembleConfig
     from zabray.ensemble import Ensemble
+    from zabray.experiments.machine import machine_line
     from zabray.rayhead import unniced_workers
 
     if not apache_zk.available():
         sys.exit("Apache ZooKeeper is not installed: run bin/bootstrap (it installs Debian's zookeeper)")
     cfg = EnsembleConfig.load(args.config, service="zookeeper")
     tmp = Path(tempfile.mkdtemp(prefix="zk-wire-"))
-    print(f"machine: {platform.node()}, {os.cpu_count()} cores, python {platform.python_version()}")
+    print(machine_line())
     print(f"zabray: 3 replicas, config {args.config or 'configs/local.yaml'} + service: zookeeper "
           f"(fsync {cfg.fsync}, trace {cfg.trace}, auth {cfg.auth}, tls {cfg.tls}, tick_ms {cfg.tick_ms})")
     print("ZooKeeper: Apache ZooKeeper 3.8 (Debian), 3 servers, forceSync=yes")

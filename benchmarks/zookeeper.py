@@ -29,7 +29,6 @@ import argparse
 import importlib.util
 import json
 import os
-import platform
 import runpy
 import shutil
 import sys
@@ -103,6 +102,7 @@ def main() -> None:
     from zabray import apache_zk
     from zabray.config import EnsembleConfig
     from zabray.ensemble import Ensemble
+    from zabray.experiments.machine import machine_line
     from zabray.rayhead import unniced_workers
 
     if not apache_zk.available():
@@ -111,7 +111,7 @@ def main() -> None:
     java_load, median_of = zkclients["java_load"], zkclients["median_of"]
     cfg = EnsembleConfig.load(args.config)
     loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
-    print(f"machine: {platform.node()}, {os.cpu_count()} cores, python {platform.python_version()}, {loop}")
+    print(machine_line(loop))
     print(f"zabray: config {args.config or 'configs/local.yaml'} (fsync {cfg.fsync}, trace {cfg.trace}, "
           f"auth {cfg.auth}, tls {cfg.tls}, tick_ms {cfg.tick_ms})")
     print(f"ZooKeeper: Apache ZooKeeper 3.8 (Debian), forceSync={args.zk_force_sync}, setData from its Java client")

@@ -9,10 +9,14 @@ __all__ = ["ACTIONS", "TARGETS", "Experiment", "FaultStep", "Point", "run", "loa
 
 def __getattr__(name: str) -> object:
     # pandas and Ray load only when an experiment runs, so validating a YAML file stays cheap.
-    if name in ("run", "load_results", "ExperimentResult", "describe_machine", "describe_cluster"):
+    if name in ("run", "load_results", "ExperimentResult", "describe_cluster"):
         from zabray.experiments import runner
 
         return getattr(runner, name)
+    if name == "describe_machine":
+        from zabray.experiments.machine import describe_machine
+
+        return describe_machine
     if name == "plots":
         import importlib
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import platform
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +28,7 @@ from zabray.actor_names import NAMESPACE
 from zabray.ensemble import Ensemble, init_ray
 from zabray.errors import ConfigError, ZabError
 from zabray.experiments import metrics
+from zabray.experiments.machine import describe_machine
 from zabray.experiments.spec import Experiment, FaultStep, Point
 
 log = logging.getLogger(__name__)
@@ -56,12 +55,6 @@ class ExperimentResult:
         spark = pipeline.get_session()
         df = pipeline.load(spark, *self.runs)
         return pipeline.check(df)
-
-
-def describe_machine() -> dict[str, Any]:
-    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
-    return {"host": socket.gethostname(), "platform": platform.platform(), "python": platform.python_version(),
-            "cpus": os.cpu_count() or 0, "load1": load[0], "load5": load[1]}
 
 
 def describe_cluster() -> dict[str, Any]:
