@@ -17,8 +17,10 @@ import time
 from typing import Any
 
 from actors.transport import PeerTransport
+from zabray.client import new_event_loop
+from zabray.experiments.machine import machine_line
 from zabray.protocol.events import ChannelId, Event, Received
-from zabray.protocol.messages import Ack, FollowerInfo, Proposal, Txn
+from zabray.protocol.messages import Ack, FollowerInfo, Proposal, Proposals, Txn, unbatch
 from zabray.protocol.zxid import Zxid
 
 ENS = "bench"
@@ -60,15 +62,20 @@ class Learner:
         self.t = PeerTransport(ENS, 2, self.on_event)
 
     def on_event(self, ev: Event) -> None:
-        if isinstance(ev, Received) and isinstance(ev.msg, Proposal):
-            if self.got == 0:
-                self.t0 = time.perf_counter()
-            self.got += 1
-            if self.got % self.ack_every == 0 or self.got == self.n:
-                self.t.send(CH, Ack(ev.msg.txn.zxid))
-            if self.got == self.n:
-                self.t1 = time.perf_counter()
-                self.done.set()
+        # The transport frames a burst of PROPOSALs as one Proposals message, as a replica's do.
+        if isinstance(ev, Received) and isinstance(ev.msg, (Proposal, Proposals)):
+            for msg in unbatch(ev.msg) if isinstance(ev.msg, Proposals) else [ev.msg]:
+                self.one(msg)  # type: ignore[arg-type]
+
+    def one(self, msg: Proposal) -> None:
+        if self.got == 0:
+            self.t0 = time.perf_counter()
+        self.got += 1
+        if self.got % self.ack_every == 0 or self.got == self.n:
+            self.t.send(CH, Ack(msg.txn.zxid))
+        if self.got == self.n:
+            self.t1 = time.perf_counter()
+            self.done.set()
 
     def start_channel(self) -> None:
         self.t.open(CH)
@@ -85,13 +92,23 @@ async def _leader_proc(args: Any, conn: Any) -> None:
     await lead.t.stop()
 
 
+def _run(coro: Any) -> None:
+    """Run ``coro`` on the loop replicas use: uvloop's when installed."""
+    loop = new_event_loop()
+    try:
+        loop.run_until_complete(coro)
+    finally:
+        loop.close()
+
+
 def leader_main(args: Any, conn: Any) -> None:
-    asyncio.run(_leader_proc(args, conn))
+    _run(_leader_proc(args, conn))
 
 
 def report(args: Any, learner: Learner, lstats: dict[str, int] | None) -> None:
     secs = learner.t1 - learner.t0
     rate = args.n / secs
+    print(machine_line(type(asyncio.get_running_loop()).__module__.split(".")[0]))
     print(
         f"{args.n} PROPOSALs of {args.size} B, window {args.window}, "
         f"{'one process' if args.inproc else 'two processes'}: {secs:.2f} s, "
@@ -147,7 +164,7 @@ def main() -> None:
     p.add_argument("--ack-every", type=int, default=100)
     p.add_argument("--inproc", action="store_true")
     args = p.parse_args()
-    asyncio.run(run_inproc(args) if args.inproc else run_two_procs(args))
+    _run(run_inproc(args) if args.inproc else run_two_procs(args))
 
 
 if __name__ == "__main__":
