@@ -372,15 +372,17 @@ class ClientSession:
         elif type(msg) is WatchFired:
             if msg.zxid > self.last_zxid:
                 self.last_zxid = msg.zxid
-            self.events += 1
             # As ZooKeeper's client does: the server tells a session once per change, and a
-            # deletion is news to the data and the child watches on the path alike.
+            # deletion is news to the data and the child watches on the path alike. A
+            # notification no watch is waiting for is dropped, as the Java client drops it: a
+            # moved session's SetWatches tells a deleted path once per table, and the first of
+            # the two already fired both watches (a watch fires at most once).
             kinds = ("data", "child") if msg.event == "deleted" else (msg.kind,)
-            fired = [(k, self.watchers.pop((k, msg.path), None)) for k in kinds]
-            told: list[tuple[str, tuple[str, list[int]] | None]] = [(k, e) for k, e in fired if e is not None]
-            told = told or [(msg.kind, None)]
-            for kind, entry in told:
-                self._out.append(Notice(tuple(entry[1]) if entry else (), kind, msg.path, msg.event, msg.zxid))
+            for kind in kinds:
+                entry = self.watchers.pop((kind, msg.path), None)
+                if entry is not None:
+                    self.events += 1  # one per Notice: the shell counts the Notices it dispatched
+                    self._out.append(Notice(tuple(entry[1]), kind, msg.path, msg.event, msg.zxid))
         else:
             self._end(ErrorInfo("SESSION_EXPIRED", f"session 0x{self.session_id:x} has expired"), expired=True)
 
