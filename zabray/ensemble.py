@@ -31,7 +31,7 @@ from zabray.errors import (
 )
 from zabray.holds import HoldControl
 from zabray.protocol.zxid import Zxid
-from zabray.rayhead import running_head, unniced_workers
+from zabray.rayhead import answers, is_local_head, running_head, unniced_workers, use_local_token
 
 if TYPE_CHECKING:
     from storage.diskview import DiskView
@@ -62,7 +62,18 @@ def init_ray(address: str | None = None) -> None:
         q.setLevel(logging.ERROR)
     try:
         if address:
-            ray.init(address=address, **kwargs)
+            if not answers(address):  # Ray itself would retry for minutes before saying so
+                raise NotRunningError(f"cannot join the Ray cluster at {address}: nothing listens there "
+                                      "(is the head's port right, and is `ray start --head` running?)")
+            if is_local_head(address):
+                use_local_token()
+            try:
+                ray.init(address=address, **kwargs)
+            except ConnectionError:
+                raise NotRunningError(
+                    f"cannot join the Ray cluster at {address}: no Ray head answers there, or it asks for a "
+                    "token this process lacks (set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN to the head's "
+                    "`ray get-auth-token`)") from None
         elif running_head() is not None:
             ray.init(**kwargs)  # Ray's own lookup of that head, which also enables its token
         else:

@@ -58,12 +58,48 @@ def running_head() -> str | None:
     addr = _bootstrap_address()
     if not addr:
         return None
-    host, _, port = addr.rpartition(":")
+    return addr if answers(addr) else None
+
+
+def answers(address: str) -> bool:
+    """Whether something accepts TCP connections at a ``host:port`` Ray address (any other form,
+    ``ray://`` or ``auto``, is Ray's to resolve: True)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return True
     try:
-        socket.create_connection((host, int(port)), timeout=2).close()
-    except (OSError, ValueError):
-        return None
-    return addr
+        socket.create_connection((host.strip("[]"), int(port)), timeout=2).close()
+    except OSError:
+        return False
+    return True
+
+
+def is_local_head(address: str) -> bool:
+    """Whether ``address`` names the head ``ray start`` recorded on this machine: its recorded
+    address, or its port on a loopback name."""
+    recorded = _bootstrap_address()
+    if not recorded:
+        return False
+    if address == recorded:
+        return True
+    host, _, port = address.rpartition(":")
+    return port == recorded.rpartition(":")[2] and host in ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def use_local_token() -> None:
+    """Send this machine's Ray token to a head found by its address, as ``ray.init()`` does for
+    the head it finds itself. Ray never does so for an address it is given (``--address``,
+    ``RAY_ADDRESS``), so without this, the address ``zabray up`` printed would not admit its
+    own user once a token exists here (a head started with a token asks for it). No-op when
+    ``RAY_AUTH_MODE`` is set or there is no token."""
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+    except ImportError:  # the private API moved: Ray's own default stands
+        log.debug("cannot enable Ray's token authentication", exc_info=True)
+        return
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
 
 
 def _free(port: int) -> bool:

@@ -60,6 +60,15 @@ def test_cli_up_twice_status_faults_errors_down(tmp_path: Path) -> None:
         assert taken.stderr.strip().splitlines() == ["zabray up: an ensemble named 'zk' is already running; "
                                                      "stop it or pick another name"]
 
+        # The address `up` printed admits its user (Ray sends its token only to a head it finds
+        # itself); a port nothing listens on is one line at once, not Ray's minutes of retries.
+        head = up.stdout.split("started a local Ray head at ", 1)[1].split(",", 1)[0]
+        assert "LEADING" in run("status", "--name", "cli", "--address", head, env=env).stdout
+        nothing = f"127.0.0.1:{free_port()}"
+        bad = run("status", "--name", "cli", "--address", nothing, env=env, check=1)
+        assert bad.stderr.strip().splitlines() == [
+            f"zabray status: NotRunningError: cannot join the Ray cluster at {nothing}: nothing listens there "
+            "(is the head's port right, and is `ray start --head` running?)"]
         st = json.loads(run("status", "--name", "cli", "--json", env=env).stdout)
         assert sorted(r["sid"] for r in st) == [1, 2, 3] and all(r["client"] and r["node_label"] for r in st)
         assert [r["nice"] for r in st] == [0, 0, 0]  # servers, not nice-15 Ray workers
