@@ -36,6 +36,10 @@ class FaultInjector:
         self.voters: list[int] = []
         self.shaped: set[int] = set()
         self.slowed: set[int] = set()
+        # Faults recorded as begun and not yet ended (a delay, a one-way link, a slow disk, a
+        # hold): ended, each is recorded again with its start and end, so the trace's fault
+        # table gives it an interval instead of leaving it open to the end of the run.
+        self._open: dict[tuple[str, object], tuple[str, str, float]] = {}
         self.progress_log: list[dict[str, Any]] = []
         self.total = 0
         self.running = False
@@ -52,6 +56,18 @@ class FaultInjector:
 
     async def _record(self, kind: str, target: str, start: float, end: float | None) -> None:
         await self.controller.record_fault.remote(kind, target, start, end)
+
+    async def _begin(self, key: tuple[str, object], kind: str, target: str) -> None:
+        """Record a fault that lasts until ``_end(key)``."""
+        start = time.time()
+        self._open[key] = (kind, target, start)
+        await self._record(kind, target, start, None)
+
+    async def _end(self, *keys: tuple[str, object]) -> None:
+        for key in keys:
+            opened = self._open.pop(key, None)
+            if opened is not None:
+                await self._record(*opened, time.time())
 
     async def _handle(self, sid: int) -> Any:
         return await self.controller.handle.remote(sid)
@@ -85,7 +101,10 @@ class FaultInjector:
                       crash_points: list[tuple[str, int]] | None = None) -> dict[str, Any]:
         """The holds on what ``sid`` sends go with it: armed in the new process at start."""
         holds = [(hid, p) for hid, p in self.holds.items() if p.src is None or sid in p.src]
-        return await self.controller.restart.remote(sid, fresh, crash_points, holds or None)
+        out = await self.controller.restart.remote(sid, fresh, crash_points, holds or None)
+        await self._end(("disk", sid))  # the new process's disk is not slowed
+        self.slowed.discard(sid)
+        return out
 
     async def pause(self, sid: int) -> None:
         await self.controller.pause.remote(sid)
@@ -112,7 +131,7 @@ class FaultInjector:
             await self._on_replica(s, "shape_links", dst, delay_ms)
             self.shaped.add(s)
         what = f"{','.join(map(str, src))} -> {','.join(map(str, dst))}"
-        await self._record(kind if delay_ms is None else f"delay {delay_ms:.0f}ms", what, time.time(), None)
+        await self._begin(("links", what), kind if delay_ms is None else f"delay {delay_ms:.0f}ms", what)
 
     async def oneway(self, src: list[int], dst: list[int]) -> None:
         """What ``src`` sends to ``dst`` is held (as by a stalled TCP connection) until healed."""
@@ -142,6 +161,7 @@ class FaultInjector:
         await self.controller.heal.remote()
         for s in sorted(self.shaped):
             await self._on_replica(s, "unshape_links", self.members)
+        await self._end(*[k for k in self._open if k[0] == "links"])
         if self.shaped:
             await self._record("heal-links", ",".join(map(str, sorted(self.shaped))), time.time(), time.time())
         self.shaped.clear()
@@ -155,8 +175,7 @@ class FaultInjector:
         self.holds[hid] = p
         for s in sorted(p.src) if p.src is not None else self.members:
             await self._on_replica(s, "add_hold", hid, p)
-        now = time.time()
-        await self._record("hold", f"#{hid} {p.describe()}", now, None)
+        await self._begin(("hold", hid), "hold", f"#{hid} {p.describe()}")
         return hid
 
     def _check_hold(self, hold_id: int | None) -> None:
@@ -184,6 +203,7 @@ class FaultInjector:
         ids = [hold_id] if hold_id is not None else sorted(self.holds)
         for hid in ids:
             p = self.holds.pop(hid, None)
+            await self._end(("hold", hid))
             for s in (sorted(p.src) if p is not None and p.src is not None else self.members):
                 await self._on_replica(s, "stop_hold", hid)
 
@@ -241,10 +261,13 @@ class FaultInjector:
         await h.disk_fault.remote(kind, delay_ms)
         if kind == "slow-fsync":
             self.slowed.add(sid)
-        elif kind == "clear":
+            await self._end(("disk", sid))  # a new delay replaces the old one
+            await self._begin(("disk", sid), f"slow-fsync {delay_ms:.0f}ms", str(sid))
+            return
+        if kind == "clear":
             self.slowed.discard(sid)
-        await self._record(kind if kind != "slow-fsync" else f"slow-fsync {delay_ms:.0f}ms", str(sid), now,
-                           None if kind == "slow-fsync" else now)
+            await self._end(("disk", sid))
+        await self._record(kind, str(sid), now, now)
 
     async def arm(self, sid: int, point: str, nth: int = 1) -> None:
         if nth < 1:
