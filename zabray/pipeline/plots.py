@@ -1,7 +1,9 @@
 """PNG plots of a run's figure tables (``metrics.collect``), fit to put in a paper.
 
 Every time axis is time since the run's start (its first trace row), in seconds (ticks for a
-simulated run); every axis names its unit. Faults are drawn where they happened: an interval
+simulated run); every axis names its unit. It starts at 0, unless nothing happened in the first
+quarter of the run or more (an ensemble left up before its load began): then it starts just
+before the first commit or fault. Faults are drawn where they happened: an interval
 fault (a pause, a partition, a slow disk) as a shaded span, an instant one (a kill, a restart,
 a channel cut) as a line, each labelled with what it was and its target; each established
 leader as a dashed line labelled with its sid and epoch. A line never crosses a stretch with no
@@ -44,21 +46,60 @@ def _length(runs: pd.DataFrame, run: str) -> float | None:
     return float(row["t1"].iloc[0] - row["t0"].iloc[0]) if len(row) else None
 
 
-def _labels(ax: Any, marks: list[tuple[float, str]], y: float, color: str, span: float, va: str) -> None:
-    """Rotated labels at ``marks``; marks closer than 1.5% of the axis share one label."""
+LABEL_CHARS = 48
+"""The longest label drawn along a time axis: about 40% of a figure's height in 6.5 pt type, so
+a fault label from the top and a leader label from the bottom never run past the axes."""
+
+
+def _labels(ax: Any, marks: list[tuple[float, str]], y: float, color: str, window: tuple[float, float],
+            va: str) -> None:
+    """Rotated labels at the ``marks`` inside ``window``; marks closer than 1.5% of it share one
+    label, which names as many as fit in ``LABEL_CHARS`` and counts the rest."""
+    lo, hi = window
     groups: list[tuple[float, list[str]]] = []
     for t, text in sorted(marks):
-        if groups and t - groups[-1][0] < 0.015 * span:
+        if not lo <= t <= hi:
+            continue
+        if groups and t - groups[-1][0] < 0.015 * (hi - lo):
             groups[-1][1].append(text)
         else:
             groups.append((t, [text]))
     for t, texts in groups:
-        ax.annotate(" / ".join(texts), (t, y), xycoords=("data", "axes fraction"), xytext=(-1, 0),
+        ax.annotate(_joined(texts), (t, y), xycoords=("data", "axes fraction"), xytext=(-1, 0),
                     textcoords="offset points", fontsize=6.5, rotation=90, va=va, ha="right", color=color)
 
 
-def _faults(ax: Any, faults: pd.DataFrame, leaders: pd.DataFrame, t0: float, t_end: float) -> None:
-    """Faults (spans or lines, labelled) and established leaders (dashed, labelled)."""
+def _joined(texts: list[str]) -> str:
+    """``a / b / c`` up to ``LABEL_CHARS``, then ``(+N more)`` for those that did not fit."""
+    label = texts[0][:LABEL_CHARS]
+    for i, text in enumerate(texts[1:], start=1):
+        more = f" (+{len(texts) - i} more)"
+        if len(label) + 3 + len(text) + (len(more) if i < len(texts) - 1 else 0) > LABEL_CHARS:
+            return label + more
+        label += " / " + text
+    return label
+
+
+def _active_from(tp: pd.DataFrame, faults: pd.DataFrame, t0: float, t_end: float, bucket: float) -> float:
+    """Where a run's time axes start: at 0, unless nothing happened for the first quarter of the
+    run or more (an ensemble left up before its load and faults began), then shortly before
+    the first commit or fault, so the part with data is not squeezed into a corner."""
+    firsts = []
+    busy = tp[tp["commits"] > 0] if len(tp) else tp
+    if len(busy):
+        firsts.append(float(busy["bucket_start"].min()) - t0)
+    if len(faults):
+        firsts.append(float(faults["start"].min()) - t0)
+    if not firsts or min(firsts) < 0.25 * t_end:
+        return 0.0
+    first = min(firsts)
+    return max(0.0, first - max(2 * bucket, 0.05 * (t_end - first)))
+
+
+def _faults(ax: Any, faults: pd.DataFrame, leaders: pd.DataFrame, t0: float, window: tuple[float, float]) -> None:
+    """Faults (spans or lines, labelled) and established leaders (dashed, labelled), those in
+    ``window`` (seconds or ticks since the run's start) labelled."""
+    t_end = window[1]
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -74,13 +115,13 @@ def _faults(ax: Any, faults: pd.DataFrame, leaders: pd.DataFrame, t0: float, t_e
             instants += 1
             ax.axvline(start, color=FAULT_COLOR, lw=0.9, alpha=0.8)
         marks.append((start, f"{f.fault} {f.target}"))
-    _labels(ax, marks, 0.98, "darkred", t_end, "top")
+    _labels(ax, marks, 0.98, "darkred", window, "top")
     lmarks = []
     for e in leaders.sort_values("t").itertuples():
         t = float(e.t) - t0
         ax.axvline(t, color=LEADER_COLOR, ls="--", lw=0.9)
         lmarks.append((t, f"leader {e.leader} (epoch {e.epoch})"))
-    _labels(ax, lmarks, 0.02, "darkgreen", t_end, "bottom")
+    _labels(ax, lmarks, 0.02, "darkgreen", window, "bottom")
     handles: list[Any] = []
     if spans:
         handles.append(Patch(color=FAULT_COLOR, alpha=0.13, label="fault (interval)"))
@@ -162,6 +203,7 @@ def _plot_run(run: str, part: dict[str, pd.DataFrame], runs: pd.DataFrame | None
         t_end = max(t_end, _length(runs, run) or 0.0)
     xlabel = f"time since run start ({unit})"
     faults, leaders = part["faults"], part["leader_changes"]
+    window = (_active_from(tp, faults, t0, t_end, bucket), max(t_end, bucket))
     written = []
 
     fig, ax = _figure()
@@ -171,9 +213,9 @@ def _plot_run(run: str, part: dict[str, pd.DataFrame], runs: pd.DataFrame | None
         ax.step(x, tp["writes_ok"] / bucket, where="post", label="client writes ok", alpha=0.75, lw=1)
     if tp["reads_ok"].any():
         ax.step(x, tp["reads_ok"] / bucket, where="post", label="client reads ok", alpha=0.75, lw=1)
-    _faults(ax, faults, leaders, t0, t_end)
+    _faults(ax, faults, leaders, t0, window)
     ax.set(title=f"Throughput, {run} ({bucket:g} {unit} buckets)", xlabel=xlabel, ylabel=f"operations / {per}",
-           xlim=(0, max(t_end, bucket)))
+           xlim=window)
     ax.set_ylim(bottom=0)
     _legend(ax)
     written.append(out / f"throughput{suffix}.png")
@@ -189,9 +231,9 @@ def _plot_run(run: str, part: dict[str, pd.DataFrame], runs: pd.DataFrame | None
         ax.plot(xs, p99, marker=".", ms=3, lw=1, ls=":", color=line.get_color(), label=f"{cls} p99")
     if len(lat) and (lat["p50"] > 0).all():
         ax.set_yscale("log")
-    _faults(ax, faults, leaders, t0, t_end)
+    _faults(ax, faults, leaders, t0, window)
     ax.set(title=f"Client latency by completion time, {run}", xlabel=xlabel, ylabel=f"latency ({lunit})",
-           xlim=(0, max(t_end, bucket)))
+           xlim=window)
     _legend(ax)
     written.append(out / f"latency{suffix}.png")
     fig.savefig(written[-1], dpi=DPI)
@@ -206,9 +248,9 @@ def _plot_run(run: str, part: dict[str, pd.DataFrame], runs: pd.DataFrame | None
         for i, (a, b) in enumerate(down):  # its downtime, as a bar under the data
             ax.axvspan(a, b, ymin=0, ymax=0.025, color=line.get_color(), alpha=0.9, lw=0,
                        label=f"replica {replica} down" if i == 0 else None)
-    _faults(ax, faults, leaders, t0, t_end)
+    _faults(ax, faults, leaders, t0, window)
     ax.set(title=f"Delivery lag behind the first delivery anywhere (mean per bucket), {run}", xlabel=xlabel,
-           ylabel=f"lag ({lunit}; log above 1)", xlim=(0, max(t_end, bucket)))
+           ylabel=f"lag ({lunit}; log above 1)", xlim=window)
     # A restarted replica catching up lags by seconds, a live one by milliseconds: both must show.
     ax.set_yscale("symlog", linthresh=1.0)
     ax.set_ylim(bottom=0)
