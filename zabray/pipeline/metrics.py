@@ -170,12 +170,16 @@ def figures(trace: DataFrame | TraceFrames, bucket: float | None = None) -> Figu
            .select("run", "fault", "target", "start", "end", "next_start", F.col("e.et").alias("established_t"),
                    F.col("e.eepoch").alias("epoch"), F.col("e.ereplica").alias("leader"))
            .withColumn("ref", F.coalesce("established_t", "start")))
+    # The first commit after each fault: an inner join with the few faults broadcast (Spark
+    # cannot broadcast the kept side of an outer join), then back onto every fault, those
+    # followed by no commit included. (fault, target, start) names a fault within its run.
     cm = commits.select(F.col("run").alias("crun"), "commit_t")
-    recovery = (F.broadcast(est).join(cm, (F.col("run") == F.col("crun")) & (F.col("commit_t") >= F.col("ref"))
-                                      & (F.col("next_start").isNull() | (F.col("commit_t") < F.col("next_start"))),
-                                      "left")
-                .groupBy("run", "fault", "target", "start", "end", "established_t", "epoch", "leader")
-                .agg(F.min("commit_t").alias("first_commit_t"))
+    firsts = (F.broadcast(est).join(cm, (F.col("run") == F.col("crun")) & (F.col("commit_t") >= F.col("ref"))
+                                    & (F.col("next_start").isNull() | (F.col("commit_t") < F.col("next_start"))))
+              .groupBy("run", "fault", "target", "start").agg(F.min("commit_t").alias("first_commit_t")))
+    recovery = (est.join(firsts, ["run", "fault", "target", "start"], "left")
+                .select("run", "fault", "target", "start", "end", "established_t", "epoch", "leader",
+                        "first_commit_t")
                 .select("*", (F.col("established_t") - F.col("start")).alias("to_established"),
                         (F.col("first_commit_t") - F.col("start")).alias("to_first_commit"))
                 .orderBy("run", "start"))
