@@ -95,15 +95,17 @@ def _address(args: argparse.Namespace) -> str | None:
 
 
 def up(args: argparse.Namespace) -> int:
+    from zabray.config import EnsembleConfig
     from zabray.ensemble import Ensemble
     from zabray.rayhead import running_head, start_head
 
+    overrides = {"service": args.service} if args.service else {}
+    EnsembleConfig.load(args.config, **overrides)  # a bad config fails before a Ray head is started for it
     address = _address(args)
     if address is None and running_head() is None:
         head, dash = start_head(args.ray_port)
         print(f"started a local Ray head at {head}, dashboard http://127.0.0.1:{dash} "
               f"(`zabray down --stop-ray` stops it)")
-    overrides = {"service": args.service} if args.service else {}
     ens = Ensemble.start(args.replicas, args.observers, args.config, name=args.name, address=address, **overrides)
     sid = ens.wait_for_leader(60)
     service = ens.info.get("config", {}).get("service", "broadcast")

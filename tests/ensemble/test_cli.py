@@ -129,3 +129,20 @@ def test_bad_config_names_every_bad_key_and_sim_exits_2(tmp_path: Path) -> None:
         assert key in msg, msg
     assert main(["sim", "--faults", "bogus", "--seeds", "1"]) == 2
     assert main(["sim", "--replicas", "0"]) == 2
+
+
+def test_up_with_a_bad_config_starts_no_ray_head(tmp_path: Path) -> None:
+    """The config is checked before `up` starts a Ray head for it: a typo leaves nothing running."""
+    raytmp = tempfile.mkdtemp(prefix="zr", dir="/tmp")
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_worker_niceness")}
+    env["RAY_TMPDIR"] = raytmp
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tick_ms: 20\nfsnyc: true\n")
+    try:
+        p = run("up", "--config", str(bad), "--ray-port", str(free_port()), env=env, check=2)
+        assert p.stdout == "" and p.stderr.startswith("zabray up: unknown config key 'fsnyc'")
+        assert not list(Path(raytmp).glob("**/ray_current_cluster")) and not list(Path(raytmp).glob("*/session_*"))
+    finally:
+        if list(Path(raytmp).glob("**/ray_current_cluster")):  # the bug: stop the head it left
+            run("down", "--stop-ray", env=env, check=None)
+        shutil.rmtree(raytmp, ignore_errors=True)
