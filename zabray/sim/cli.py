@@ -68,13 +68,13 @@ def _make(seed: int, opts: SimOptions, timeline: bool, zk: ZkSimOptions | None,
     from zabray.sim.zksim import ZkSimulation
 
     if zk is not None:
-        return ZkSimulation(seed, dataclasses.replace(opts), zk, timeline=timeline)
+        return ZkSimulation(seed, dataclasses.replace(opts), zk, timeline=timeline, trace_writer=trace_writer)
     return Simulation(seed, opts, timeline=timeline, trace_writer=trace_writer)
 
 
 def _one(seed: int, opts: SimOptions, trace_dir: str | None, timeline: bool,
          zk: ZkSimOptions | None = None) -> SimResult:
-    if trace_dir is None or zk is not None:
+    if trace_dir is None:
         return _make(seed, opts, timeline, zk).run()
     run_dir = Path(trace_dir) / f"sim-{seed}" / "trace"
     run_dir.mkdir(parents=True, exist_ok=True)

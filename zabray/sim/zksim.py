@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,7 +73,7 @@ class _Client:
 
 class ZkSimulation(Simulation):
     def __init__(self, seed: int, options: SimOptions | None = None, zk: ZkSimOptions | None = None, *,
-                 timeline: bool = False) -> None:
+                 timeline: bool = False, trace_writer: Callable[[dict[str, object]], None] | None = None) -> None:
         self.zopt = zk or ZkSimOptions()
         self.services: dict[int, ZkService] = {}
         self.links: dict[int, _Link] = {}
@@ -90,7 +90,7 @@ class ZkSimulation(Simulation):
         opts.app_factory = DataTree
         opts.client_rate = 0.0
         opts.value_factory = _liveness_write
-        super().__init__(seed, opts, timeline=timeline)
+        super().__init__(seed, opts, timeline=timeline, trace_writer=trace_writer)
         self.next_request = _BASE_RIDS
         self.zk = ZkChecker(self.checker)
         self.clients = {i: None for i in range(self.zopt.clients)}
