@@ -35,6 +35,15 @@ SWEEPS = [
 ]
 
 
+LONG = [
+    # (voters, observers, clients, seeds) at LONG_STEPS: sessions that live through many moves,
+    # elections and snapshots, which a 250-step schedule rarely reaches
+    (5, 0, 3, 60),
+    (3, 1, 5, 40),
+]
+LONG_STEPS = 3000
+
+
 def run(seed: int, voters: int = 3, observers: int = 0, faults: tuple[str, ...] = ALL) -> object:
     return run_zk_seed(seed, SimOptions(voters=voters, observers=observers, steps=STEPS, faults=faults), CHEAP)
 
@@ -60,6 +69,22 @@ def test_random_schedules_keep_every_service_property(voters: int, observers: in
     assert stats["watches"] > seeds // 10 and stats["vanished"] > seeds // 20
     if voters > 1:
         assert stats["moves"] > seeds // 5
+
+
+@pytest.mark.parametrize("voters,observers,clients,seeds", LONG,
+                         ids=[f"{v}v{o}o-{c}clients-{n}" for v, o, c, n in LONG])
+def test_long_schedules_keep_every_service_property(voters: int, observers: int, clients: int, seeds: int) -> None:
+    failures = []
+    moves = 0
+    base = 70_000 + 1000 * voters + 100 * observers
+    for seed in range(base, base + seeds * SCALE):
+        r = run_zk_seed(seed, SimOptions(voters=voters, observers=observers, steps=LONG_STEPS, faults=ALL),
+                        ZkSimOptions(clients=clients))
+        moves += r.service.get("moves", 0)  # type: ignore[attr-defined]
+        if not r.ok:  # type: ignore[attr-defined]
+            failures.append(f"seed {seed}: {r.violations[0]}")  # type: ignore[attr-defined]
+    assert not failures, "\n".join(failures[:10])
+    assert moves > seeds * 3  # sessions moved, many times each
 
 
 @pytest.mark.parametrize("bug", sorted(PLANTED))
