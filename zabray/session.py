@@ -124,9 +124,10 @@ def _op_wire(op: Any) -> list[Any]:
 
 def _request(xid: int, op: zm.ClientOp) -> cp.ZkReq:
     match op:
-        case zm.Connect(sid, timeout, last, w):
+        case zm.Connect(sid, timeout, last, w, _, since):
             return cp.ZkReq(xid, "connect", [sid, timeout, last, {"data": list(w.data), "exist": list(w.exist),
-                                                                    "child": list(w.child)}])
+                                                                    "child": list(w.child)},
+                                             last if since is None else since])
         case zm.Ping():
             return cp.ZkReq(xid, "ping", [])
         case zm.GetData(path, watch):

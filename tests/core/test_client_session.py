@@ -132,6 +132,26 @@ def test_a_deleted_path_re_registered_twice_fires_each_watch_once() -> None:
     assert c.core.events == 2
 
 
+def test_watches_are_re_registered_from_the_newest_reply_not_the_newest_notification() -> None:
+    """Deleting /a/x fires the watch on /a/x and the child watch on /a: two notifications at one
+    zxid. If the connection breaks between them, the session must re-register /a's watch from a
+    zxid below the deletion (the newest reply's), or the new replica deems it already told. It
+    still refuses replicas behind the notification it did get."""
+    c = Client()
+    conn = c.connect(zxid=5)
+    c.feed(cs.Call(1, zm.GetData("/a/x", True), watch=True))
+    c.feed(cs.Call(2, zm.GetChildren("/a", True, stat=True), watch=True))
+    reply(c, conn, c.sends(conn)[-2], 6, value=(b"", None))
+    reply(c, conn, c.sends(conn)[-1], 7, value=((), None))
+    c.feed(cs.Received(conn, zm.WatchFired(0, "data", "/a/x", "deleted", 9)))
+    c.feed(cs.ConnLost(conn))  # /a's child notification, also at 9, never came
+    dial = c.last(cs.Dial)
+    c.feed(cs.Dialed(dial.conn))
+    connect = c.last(cs.SendOp).op
+    assert connect.watches == zm.Watches(child=("/a",))
+    assert connect.watches_since == 7 and connect.last_zxid == 9
+
+
 def test_pings_keep_a_quiet_session_alive_and_silence_moves_it() -> None:
     c = Client(timeout_ms=3000)
     conn = c.connect()

@@ -120,3 +120,12 @@ def test_schedules_a_long_sweep_failed_now_pass(seed: int) -> None:
     r = run_zk_seed(seed, SimOptions(voters=5, steps=3000, faults=ALL), ZkSimOptions(clients=3))
     assert r.ok, r.violations[0]  # type: ignore[attr-defined]
     assert r.service["watches"] > 0  # type: ignore[attr-defined]
+
+
+def test_a_notification_cut_off_by_a_move_still_fires() -> None:
+    """Found by a 1,000-seed sweep (1 voter, 2 observers, 3,000 steps): deleting /a fired three
+    notifications at one zxid; the connection broke after the first two, and the session
+    re-registered its child watch on / from that zxid, so the new replica deemed it told and a
+    later reply overtook the change. Replayed with the CLI's options."""
+    r = run_zk_seed(99000754, SimOptions(voters=1, observers=2, steps=3000, faults=ALL), ZkSimOptions(clients=3))
+    assert r.ok, r.violations[0]  # type: ignore[attr-defined]

@@ -59,7 +59,8 @@ def request(req: cp.ZkReq) -> ClientOp:
         if op == "ping":
             return Ping()
         if op == "connect":
-            return Connect(int(a[0]), int(a[1]), int(a[2]), _watches(a[3]))
+            return Connect(int(a[0]), int(a[1]), int(a[2]), _watches(a[3]),
+                           watches_since=int(a[4]) if len(a) > 4 else None)
         if op in ("get", "exists", "children"):
             path, watch = str(a[0]), bool(a[1]) if len(a) > 1 else False
             if op == "get":

@@ -12,8 +12,10 @@ What it promises:
   applied, so it is re-sent, with everything issued after it, on the next connection, until its
   deadline (then it completes ``NOT_READY``, still certainly not applied).
 - It pings after a third of the timeout idle and moves to another replica after two thirds of it
-  without hearing back; on connecting it re-registers its watches with its last seen zxid, and a
-  replica whose tree is behind that zxid refuses it (``BEHIND``), so it never goes back in time.
+  without hearing back; on connecting it re-registers its watches from the newest zxid a reply
+  carried (every notification up to it has arrived; one at a later zxid may have come without
+  its siblings), and a replica whose tree is behind the newest zxid it saw, notifications
+  included, refuses it (``BEHIND``), so it never goes back in time.
 - A watch fires at most once; ``events`` counts notifications handed out, so the shell can wait
   until every notification received before a reply was dispatched before returning that reply.
 """
@@ -175,7 +177,8 @@ class ClientSession:
         self.now = now_ms
         self.retry_ms = retry_ms
         self.session_id = 0
-        self.last_zxid = 0
+        self.last_zxid = 0  # the newest zxid seen, notifications included: never read older
+        self.replied_zxid = 0  # the newest zxid of a reply: every notification up to it is in
         self.expired = False
         self.closed = False
         self.moves = 0
@@ -273,8 +276,12 @@ class ClientSession:
             w[kind].append(path)
         xid = self._xid()
         self._connect_xid = xid
+        # Watches are re-registered from the newest reply, not the newest notification: a
+        # change fires several notifications (the path's data and child watches, its
+        # parent's), and a connection can break after the first of them arrived.
         self._out.append(SendOp(conn, xid, Connect(self.session_id, self.timeout_ms, self.last_zxid,
-                                                   Watches(tuple(w["data"]), tuple(w["exist"]), tuple(w["child"])))))
+                                                   Watches(tuple(w["data"]), tuple(w["exist"]), tuple(w["child"])),
+                                                   watches_since=self.replied_zxid)))
 
     def _give_up_dial(self) -> None:
         conn = self.dialing
@@ -332,6 +339,8 @@ class ClientSession:
         if conn == self.dialing and type(msg) is Reply and msg.xid == self._connect_xid:
             if msg.zxid > self.last_zxid and msg.error is None:
                 self.last_zxid = msg.zxid
+            if msg.zxid > self.replied_zxid and msg.error is None:
+                self.replied_zxid = msg.zxid
             if msg.error is None:
                 self._connected(conn, msg.value)
             elif msg.error.code == "SESSION_EXPIRED":
@@ -345,6 +354,8 @@ class ClientSession:
         if type(msg) is Reply:
             if msg.zxid > self.last_zxid:
                 self.last_zxid = msg.zxid
+            if msg.zxid > self.replied_zxid:
+                self.replied_zxid = msg.zxid
             c = self.inflight.pop(msg.xid, None)
             if c is None:
                 return  # a ping

@@ -32,13 +32,18 @@ class Watches:
 @dataclass(frozen=True, slots=True)
 class Connect:
     """Open (``session_id`` 0) or resume a session; ``last_zxid`` is the newest zxid it saw.
-    ``auth``: the connection's own ids (ZooKeeper gives every connection ("ip", its address))."""
+    ``auth``: the connection's own ids (ZooKeeper gives every connection ("ip", its address)).
+    ``watches_since``: the zxid ``watches`` are re-registered from (ZooKeeper's SetWatches
+    relativeZxid), when it differs from ``last_zxid``: a client has every notification of a
+    change at or below the newest *reply* it got, but a notification at zxid Z may have come
+    without the others Z fired before its connection broke."""
 
     session_id: int
     timeout_ms: int
     last_zxid: int
     watches: Watches = Watches()
     auth: tuple[AuthId, ...] = ()
+    watches_since: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

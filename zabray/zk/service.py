@@ -567,7 +567,7 @@ class ZkService:
         if live is None:
             self._answer_now(st, xid, ErrorInfo("SESSION_EXPIRED", f"session 0x{sid:x} has expired"))
             return
-        self._bind(st, sid, op.watches, op.last_zxid)
+        self._bind(st, sid, op.watches, op.last_zxid if op.watches_since is None else op.watches_since)
         self.touched.add(sid)
         self._answer_now(st, xid, None, (sid, live))
 
