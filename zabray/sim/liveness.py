@@ -10,7 +10,7 @@ if TYPE_CHECKING:
 
 
 def heal_and_check_liveness(sim: Simulation) -> None:
-    sim.net.heal()
+    sim.heal()
     sim._log("FINAL: heal all, restart all")
     for sid in sorted(set(sim.replicas) - sim.alive()):
         sim._start(sid)

@@ -42,7 +42,6 @@ from zabray.protocol.events import (
     Persisted,
     Received,
     SnapshotEncoded,
-    SnapshotRequested,
     Submit,
     Tick,
 )
@@ -51,6 +50,7 @@ from zabray.protocol.node import Node
 from zabray.protocol.protocol_config import ProtocolConfig
 from zabray.protocol.statemachine import ValueLog
 from zabray.protocol.zxid import fmt
+from zabray.sim import random_faults
 from zabray.sim.checker import Checker
 from zabray.sim.liveness import heal_and_check_liveness
 from zabray.sim.network import CLOSE, Network
@@ -102,6 +102,7 @@ class Simulation:
         self.want_timeline = timeline
         self.timeline: list[str] = []
         self.trace_writer = trace_writer
+        self._partition: tuple[str, float] | None = None  # (groups, start) of the current partition
         self.step_no = 0
         self.ticks = 0
         self.next_request = 1
@@ -138,6 +139,8 @@ class Simulation:
         if durable.snapshot is not None and isinstance(r.node.app, ValueLog):
             chain = r.node.app.chain
         self.checker.start_incarnation(sid, r.incarnation, durable.snapshot_zxid, chain)
+        if r.incarnation > 0:
+            self._fault_row("restart", str(sid), self._now(), self._now())
         self._log(f"start {sid} (incarnation {r.incarnation}, last zxid {fmt(durable.last_zxid)}, "
                   f"epochs {durable.accepted_epoch}/{durable.current_epoch})")
 
@@ -169,6 +172,7 @@ class Simulation:
         for key in [k for k in self.pending_requests if k[0] == sid]:
             # The client's replica died: the write's fate is unknown to it.
             self._client_row(sid, key[1], self.pending_requests.pop(key), "unknown", None)
+        self._fault_row("kill", str(sid), self._now(), self._now())
         self._log(f"CRASH {sid} at {point}")
 
     # -- feeding the core ---------------------------------------------------------------------------
@@ -255,6 +259,23 @@ class Simulation:
                                  outcome=outcome, zxid=zxid, digest=digest)
             self.trace_writer(trace.row(rec, run=f"sim-{self.seed}", src=f"client-{sid}", replica=-1, inc=0,
                                         t=self._now()))
+
+    def _fault_row(self, fault: str, target: str, start: float, end: float | None) -> None:
+        """A fault as the real ensemble's controller traces it (figures draw it where it was)."""
+        if self.trace_writer is not None:
+            rec = trace.Fault(fault, target, start, end)
+            self.trace_writer(trace.row(rec, run=f"sim-{self.seed}", src="sim", replica=-1, inc=0,
+                                        t=start if end is None else end))
+
+    def heal(self) -> None:
+        """Restore every link; the partition, if any, is traced as ended now."""
+        self.net.heal()
+        self._partition_over()
+
+    def _partition_over(self) -> None:
+        if self._partition is not None:
+            self._fault_row("partition", *self._partition, self._now())
+            self._partition = None
 
     def _on_trace(self, sid: int, r: SimReplica, rec: object) -> None:
         node = r.node
@@ -348,49 +369,7 @@ class Simulation:
         self._step_node(sid, Submit(rid, value), "client request")
 
     def _fault(self) -> None:
-        opt = self.opt
-        rng = self.rng
-        alive = sorted(self.alive())
-        dead = sorted(set(self.replicas) - set(alive))
-        kinds = [f for f in opt.faults if f != "drop"]
-        if not kinds:
-            return
-        kind = rng.choice(kinds)
-        if kind == "crash":
-            if dead and (len(dead) >= self.max_crashed or rng.random() < 0.5):
-                sid = rng.choice(dead)
-                self.fault_counts["restart"] += 1
-                self._start(sid)
-            elif alive:
-                self._crash(rng.choice(alive))
-        elif kind == "partition":
-            if len(self.replicas) < 2:
-                return  # nothing to cut apart
-            if self.net.groups is not None and rng.random() < 0.5:
-                self.net.heal()
-                self.fault_counts["heal"] += 1
-                self._log("HEAL")
-            else:
-                sids = sorted(self.replicas)
-                rng.shuffle(sids)
-                cut = rng.randint(1, len(sids) - 1)
-                groups = [frozenset(sids[:cut]), frozenset(sids[cut:])]
-                self.net.partition(groups)
-                self.fault_counts["partition"] += 1
-                self._log(f"PARTITION {sorted(groups[0])} | {sorted(groups[1])}")
-        elif kind == "break":
-            chans = list(self.net.channels)
-            if chans:
-                ch = rng.choice(chans)
-                self.net.break_channel(ch)
-                self.fault_counts["break"] += 1
-                self._log(f"BREAK channel {ch}")
-        elif kind == "snapshot":
-            if alive:
-                sid = rng.choice(alive)
-                self.fault_counts["snapshot"] += 1
-                self._log(f"snapshot requested at {sid}")
-                self._step_node(sid, SnapshotRequested(), "snapshot request")
+        random_faults.inject(self)
 
     # -- running ---------------------------------------------------------------------------------
 
