@@ -99,9 +99,10 @@ def _active_from(tp: pd.DataFrame, faults: pd.DataFrame, t0: float, t_end: float
 def _faults(ax: Any, faults: pd.DataFrame, leaders: pd.DataFrame, t0: float, window: tuple[float, float]) -> None:
     """Faults (spans or lines, labelled) and established leaders (dashed, labelled), those in
     ``window`` (seconds or ticks since the run's start) labelled."""
-    t_end = window[1]
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
+
+    t_end = window[1]
 
     spans = instants = 0
     marks: list[tuple[float, str]] = []
