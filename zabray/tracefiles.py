@@ -39,9 +39,21 @@ def message_rows(run_dir: str | Path, sid: int, *, direction: str | None = None)
 
 
 def fault_rows(run_dir: str | Path) -> list[Row]:
-    """The fault injector's and controller's ``fault`` rows (holds, releases, scenario steps too)."""
+    """The fault injector's and controller's ``fault`` rows (holds, releases, scenario steps too),
+    one per fault in the order they began. A fault that lasts (a partition, a pause, a delay, a
+    hold) is written when it begins and again, with its ``end``, when it ends: here it is one
+    row, with the ``end`` once it has one."""
     path = Path(run_dir) / "trace" / "faults.jsonl"
-    return [r for r in _rows(path) if r.get("kind") == "fault"] if path.exists() else []
+    if not path.exists():
+        return []
+    faults: dict[tuple[Any, Any, Any], Row] = {}
+    for r in _rows(path):
+        if r.get("kind") != "fault":
+            continue
+        first = faults.setdefault((r.get("fault"), r.get("target"), r.get("start")), r)
+        if first is not r and r.get("end") is not None:
+            first["end"] = r["end"]
+    return list(faults.values())
 
 
 def state_rows(run_dir: str | Path, sid: int) -> list[Row]:
