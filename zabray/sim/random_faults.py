@@ -41,10 +41,7 @@ def inject(sim: Simulation) -> None:
             rng.shuffle(sids)
             cut = rng.randint(1, len(sids) - 1)
             groups = [frozenset(sids[:cut]), frozenset(sids[cut:])]
-            sim._partition_over()  # a partition replaces the one before it
-            sim.net.partition(groups)
-            sim._partition = (" | ".join(",".join(map(str, sorted(g))) for g in groups), sim._now())
-            sim._fault_row("partition", sim._partition[0], sim._partition[1], None)
+            sim.partition(groups)
             sim.fault_counts["partition"] += 1
             sim._log(f"PARTITION {sorted(groups[0])} | {sorted(groups[1])}")
     elif kind == "break":

@@ -267,6 +267,13 @@ class Simulation:
             self.trace_writer(trace.row(rec, run=f"sim-{self.seed}", src="sim", replica=-1, inc=0,
                                         t=start if end is None else end))
 
+    def partition(self, groups: list[frozenset[int]]) -> None:
+        """Cut the links between ``groups``; it replaces any partition before it, in the trace too."""
+        self._partition_over()
+        self.net.partition(groups)
+        self._partition = (" | ".join(",".join(map(str, sorted(g))) for g in groups), self._now())
+        self._fault_row("partition", *self._partition, None)
+
     def heal(self) -> None:
         """Restore every link; the partition, if any, is traced as ended now."""
         self.net.heal()
