@@ -16,13 +16,20 @@ JVM (VmHWM), search steps. Figures measured on a shared machine are contended: s
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import resource
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+# Run as a script, benchmarks/profile.py would shadow the standard library's profile module,
+# which pyspark imports (through cProfile).
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
 
 
 def generate(ops: int, keys: int, concurrency: int, seed: int = 1) -> dict[str, list[Any]]:
@@ -119,13 +126,12 @@ def main() -> None:
     ap.add_argument("--master", default=None)
     args = ap.parse_args()
 
+    from zabray.experiments.machine import machine_line
     from zabray.pipeline.history_checks import check_histories, load_histories
     from zabray.pipeline.spark_session import get_session
 
     spark = get_session(args.master)
     jvm_pid = int(spark._jvm.ProcessHandle.current().pid())  # type: ignore[union-attr]
-    from zabray.experiments.machine import machine_line
-
     print(machine_line())
     print(f"Spark {spark.version} on {spark.sparkContext.master}")
     print(f"{'ops':>10} {'keys':>6} {'conc':>5} {'gen s':>7} {'check s':>8} {'ops/s':>9} {'driver MB':>10} "

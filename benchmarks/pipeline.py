@@ -24,8 +24,13 @@ import sys
 import time
 from pathlib import Path
 
-from zabray.experiments.machine import machine_line
-from zabray.pipeline.synth import SynthSpec, generate, write_jsonl, write_parquet
+# Run as a script, benchmarks/profile.py would shadow the standard library's profile module,
+# which pyspark imports (through cProfile).
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+
+from zabray.experiments.machine import machine_line  # noqa: E402
+from zabray.pipeline.synth import SynthSpec, generate, write_jsonl, write_parquet  # noqa: E402
 
 
 def _generate(spec: SynthSpec, fmt: str, run_dir: Path, queue: multiprocessing.Queue) -> None:

@@ -35,3 +35,13 @@ def test_storage_prints_disk_and_every_group_size(tmp_path: Path) -> None:
     assert "DiskStore: fsync on" in out
     rows = [line.split("|")[0].strip() for line in out.splitlines() if "%" in line and "|" in line]
     assert rows == ["1", "10", "100", "1000"]
+
+
+@pytest.mark.spark
+def test_the_checker_benchmarks_run(tmp_path: Path) -> None:
+    """pipeline.py and histories.py import pyspark, which imports the standard library's
+    profile: run as scripts, they must not find benchmarks/profile.py in its place."""
+    out = run("pipeline.py", "--deliveries", "5000", "--replicas", "3", "--dir", str(tmp_path / "run"))
+    assert "checker: Spark local[2]" in out and "check:durability" in out
+    out = run("histories.py", "--ops", "1000", "--keys", "5")
+    assert "Spark" in out and "{'ok': 5}" in out
