@@ -35,11 +35,10 @@ class FaultInjector:
         self.members: list[int] = []
         self.voters: list[int] = []
         self.shaped: set[int] = set()
-        self.slowed: set[int] = set()
         # Faults recorded as begun and not yet ended (a delay, a one-way link, a slow disk, a
         # hold): ended, each is recorded again with its start and end, so the trace's fault
         # table gives it an interval instead of leaving it open to the end of the run.
-        self._open: dict[tuple[str, object], tuple[str, str, float]] = {}
+        self._open: dict[tuple[str, int | str], tuple[str, str, float]] = {}
         self.progress_log: list[dict[str, Any]] = []
         self.total = 0
         self.running = False
@@ -57,17 +56,22 @@ class FaultInjector:
     async def _record(self, kind: str, target: str, start: float, end: float | None) -> None:
         await self.controller.record_fault.remote(kind, target, start, end)
 
-    async def _begin(self, key: tuple[str, object], kind: str, target: str) -> None:
+    async def _begin(self, key: tuple[str, int | str], kind: str, target: str) -> None:
         """Record a fault that lasts until ``_end(key)``."""
         start = time.time()
         self._open[key] = (kind, target, start)
         await self._record(kind, target, start, None)
 
-    async def _end(self, *keys: tuple[str, object]) -> None:
+    async def _end(self, *keys: tuple[str, int | str]) -> None:
         for key in keys:
             opened = self._open.pop(key, None)
             if opened is not None:
                 await self._record(*opened, time.time())
+
+    @property
+    def slowed(self) -> list[int]:
+        """The replicas whose disk is slowed now (an open ``slow-fsync``), in sid order."""
+        return sorted(int(k[1]) for k in self._open if k[0] == "disk")
 
     async def _handle(self, sid: int) -> Any:
         return await self.controller.handle.remote(sid)
@@ -103,7 +107,6 @@ class FaultInjector:
         holds = [(hid, p) for hid, p in self.holds.items() if p.src is None or sid in p.src]
         out = await self.controller.restart.remote(sid, fresh, crash_points, holds or None)
         await self._end(("disk", sid))  # the new process's disk is not slowed
-        self.slowed.discard(sid)
         return out
 
     async def pause(self, sid: int) -> None:
@@ -260,12 +263,10 @@ class FaultInjector:
             return
         await h.disk_fault.remote(kind, delay_ms)
         if kind == "slow-fsync":
-            self.slowed.add(sid)
             await self._end(("disk", sid))  # a new delay replaces the old one
             await self._begin(("disk", sid), f"slow-fsync {delay_ms:.0f}ms", str(sid))
             return
         if kind == "clear":
-            self.slowed.discard(sid)
             await self._end(("disk", sid))
         await self._record(kind, str(sid), now, now)
 
@@ -373,7 +374,7 @@ class FaultInjector:
     async def heal_and_restart_all(self) -> None:
         await self._membership()
         await self.heal()
-        for s in sorted(self.slowed):
+        for s in self.slowed:
             await self._try(self.disk(s, "clear"))
         for st in await self.controller.status.remote():
             if st.get("paused"):

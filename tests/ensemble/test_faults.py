@@ -8,14 +8,12 @@ the ensemble commits new writes.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from tests.ensemble.conftest import assert_no_loss, converged, wait_until
 from zabray import schedule
 from zabray.errors import NoQuorumError, UncertainOutcomeError
+from zabray.tracefiles import fault_rows
 from zabray.workload import Workload
 
 pytestmark = pytest.mark.ray
@@ -165,14 +163,9 @@ def test_slow_fsync_delays_and_oneway_partitions_stay_safe_and_a_connected_quoru
     healthy_after(ens, result)
     # Each of the three is an interval in the run's trace, ended when it was healed or cleared
     # (not open until the end of the run, as the figures would then draw it).
-    ends: dict[tuple[str, str, float], float | None] = {}
-    for line in (Path(ens.info["run_dir"]) / "trace" / "faults.jsonl").read_text().splitlines():
-        row = json.loads(line)
-        key = (row["fault"], row["target"], row["start"])
-        ends[key] = max(filter(None, (ends.get(key), row["end"])), default=None)
-    lasting = {k: e for k, e in ends.items() if k[0].split()[0] in ("delay", "oneway", "slow-fsync")}
-    assert {k[0].split()[0] for k in lasting} == {"delay", "oneway", "slow-fsync"}
-    assert all(e is not None and e > k[2] for k, e in lasting.items()), lasting
+    lasting = [r for r in fault_rows(ens.info["run_dir"]) if r["fault"].split()[0] in ("delay", "oneway", "slow-fsync")]
+    assert {r["fault"].split()[0] for r in lasting} == {"delay", "oneway", "slow-fsync"}
+    assert all(r["end"] is not None and r["end"] > r["start"] for r in lasting), lasting
 
 
 SHORT_MIXED = {
