@@ -42,10 +42,17 @@ def wait_status(name: str, env: dict[str, str], want: int = 0, timeout: float = 
         time.sleep(0.2)
 
 
-def test_cli_up_twice_status_faults_errors_down(tmp_path: Path) -> None:
-    raytmp = tempfile.mkdtemp(prefix="zr", dir="/tmp")  # short: Ray's socket paths live under it
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_worker_niceness")}  # a user's shell
+def user_shell() -> tuple[str, dict[str, str]]:
+    """A Ray temp dir of the test's own (short: Ray's socket paths live under it) and a user's
+    shell environment that points Ray there."""
+    raytmp = tempfile.mkdtemp(prefix="zr", dir="/tmp")
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_worker_niceness")}
     env["RAY_TMPDIR"] = raytmp
+    return raytmp, env
+
+
+def test_cli_up_twice_status_faults_errors_down(tmp_path: Path) -> None:
+    raytmp, env = user_shell()
     cfg = tmp_path / "cfg.yaml"
     data = tmp_path / "data"
     cfg.write_text(f"data_dir: {data}\nrun_dir: {tmp_path / 'runs'}\n")
@@ -133,9 +140,7 @@ def test_bad_config_names_every_bad_key_and_sim_exits_2(tmp_path: Path) -> None:
 
 def test_up_with_a_bad_config_starts_no_ray_head(tmp_path: Path) -> None:
     """The config is checked before `up` starts a Ray head for it: a typo leaves nothing running."""
-    raytmp = tempfile.mkdtemp(prefix="zr", dir="/tmp")
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_worker_niceness")}
-    env["RAY_TMPDIR"] = raytmp
+    raytmp, env = user_shell()
     bad = tmp_path / "bad.yaml"
     bad.write_text("tick_ms: 20\nfsnyc: true\n")
     try:
