@@ -105,7 +105,10 @@ class EnsembleController:
 
     async def _launch(self, sid: int, crash_points: list[tuple[str, int]] | None = None,
                       holds: list[tuple[int, Any]] | None = None) -> None:
-        previous = self.info.get(sid, {}).get("incarnation", -1)
+        before = self.info.get(sid, {})
+        previous = before.get("incarnation", -1)
+        # Where the last incarnation listened, to listen there again (clients hold those ports).
+        ports = {kind: before[kind][1] for kind in ("quorum", "client", "zk_client") if before.get(kind)}
         actor = ray.remote(ReplicaActor).options(
             num_cpus=0,
             max_restarts=0,
@@ -119,7 +122,7 @@ class EnsembleController:
         handle: Any = actor.remote(ensemble=self.name, sid=sid, config=self.cfg.to_dict(), voters=self.voters,
                               observers=self.observers, data_dir=self.data_dir(sid), run_dir=self.run_dir,
                               min_incarnation=previous + 1, secret=self._secret,
-                              crash_points=list(crash_points or ()), holds=list(holds or ()))
+                              crash_points=list(crash_points or ()), holds=list(holds or ()), ports=ports)
         info = await handle.start.remote()
         self.handles[sid] = handle
         self.info[sid] = info

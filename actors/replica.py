@@ -13,12 +13,13 @@ durable with one fdatasync (group commit, ``actors/group_commit.py``), then feed
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import random
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -106,10 +107,12 @@ class ReplicaServer(FaultHooks, GroupCommit):
                  observers: list[int], data_dir: str, run_dir: str | None = None,
                  min_incarnation: int = 0, secret: Secret | None = None,
                  crash_points: Sequence[tuple[str, int]] = (),
-                 holds: Sequence[tuple[int, HoldPattern]] = ()) -> None:
+                 holds: Sequence[tuple[int, HoldPattern]] = (),
+                 ports: dict[str, int] | None = None) -> None:
         """``crash_points`` and message ``holds`` are armed here, before ``start`` opens its disk
         or any socket, so a replica can die at (or be held in) the first matching step of its
-        own recovery."""
+        own recovery. ``ports`` ({"quorum", "client", "zk_client"}: port) are where a previous
+        incarnation listened, taken again where the config says 0 ("pick one")."""
         self.ensemble = ensemble
         self.secret = secret  # proves membership to peers and broadcast clients; never logged
         self.sid = sid
@@ -118,6 +121,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
         self.data_dir = Path(data_dir)
         self.run_dir = Path(run_dir) if run_dir else None
         self.min_incarnation = min_incarnation
+        self.previous_ports = dict(ports or {})
         self.node: Node | None = None
         self.transport: PeerTransport | None = None
         self.fatal: str | None = None
@@ -186,34 +190,63 @@ class ReplicaServer(FaultHooks, GroupCommit):
             self._trace.write(trace.StateChange("STARTED", durable.current_epoch, -1), time.time())
             self.trace_msgs = self.faults.trace_messages = self.cfg.trace_messages
             self.faults.regate()
-        qport = self.cfg.quorum_port + self.sid if self.cfg.quorum_port else 0
-        self.transport = PeerTransport(self.ensemble, self.sid, self._step, host=self.cfg.host, port=qport,
-                                       secret=self.secret, ssl_server=tls.server_context(self.cfg),
-                                       ssl_client=tls.client_context(self.cfg), outbox=self.outbox)
-        qport = await self.transport.start()
-        cport = self.cfg.client_port + self.sid if self.cfg.client_port else 0
+        async def start_transport(port: int) -> int:
+            self.transport = PeerTransport(self.ensemble, self.sid, self._step, host=self.cfg.host, port=port,
+                                           secret=self.secret, ssl_server=tls.server_context(self.cfg),
+                                           ssl_client=tls.client_context(self.cfg), outbox=self.outbox)
+            return await self.transport.start()
+
+        qport = await self._listen("quorum", self.cfg.quorum_port, start_transport)
         client_ssl = tls.server_context(self.cfg, require_client_cert=self.cfg.tls_client_certs)
-        self._client_server = await loop.create_server(lambda: ClientConn(self), self.cfg.host, cport,
-                                                       ssl=client_ssl, ssl_handshake_timeout=10 if client_ssl else None)
-        cport = self._client_server.sockets[0].getsockname()[1]
+
+        async def start_clients(port: int) -> int:
+            self._client_server = await loop.create_server(
+                lambda: ClientConn(self), self.cfg.host, port,
+                ssl=client_ssl, ssl_handshake_timeout=10 if client_ssl else None)
+            return int(self._client_server.sockets[0].getsockname()[1])
+
+        cport = await self._listen("client", self.cfg.client_port, start_clients)
         host = advertised_host(self.cfg.host)
         zk_addr = None
         if self.zk is not None:
-            zport = self.cfg.zk_client_port + self.sid if self.cfg.zk_client_port else 0
             from actors.zkport import ZkClientConn
             from zabray.wire.zkserver import password_key
 
             key = password_key(self.secret.key if self.secret is not None else None, self.ensemble)
             words = parse_words(self.cfg.zk_four_letter_words)
-            self._zk_server = await loop.create_server(lambda: ZkClientConn(self, key, words), self.cfg.host, zport,
-                                                       ssl=client_ssl, ssl_handshake_timeout=10 if client_ssl else None)
-            zk_addr = [host, self._zk_server.sockets[0].getsockname()[1]]
+
+            async def start_zk(port: int) -> int:
+                self._zk_server = await loop.create_server(
+                    lambda: ZkClientConn(self, key, words), self.cfg.host, port,
+                    ssl=client_ssl, ssl_handshake_timeout=10 if client_ssl else None)
+                return int(self._zk_server.sockets[0].getsockname()[1])
+
+            zk_addr = [host, await self._listen("zk_client", self.cfg.zk_client_port, start_zk)]
         self._tasks.append(loop.create_task(self._ticker()))
         self.stall_watch.start(loop)
         log.info("replica %d (incarnation %d) up: quorum port %d, client port %d, ZooKeeper port %s, last zxid %s",
                  self.sid, self.incarnation, qport, cport, zk_addr[1] if zk_addr else "-", durable.last_zxid)
         return {"sid": self.sid, "quorum": [host, qport], "client": [host, cport], "zk_client": zk_addr,
                 "pid": os.getpid(), "incarnation": self.incarnation, "data_dir": str(self.data_dir.resolve())}
+
+    async def _listen(self, kind: str, base: int, start: Callable[[int], Awaitable[int]]) -> int:
+        """Start listening with ``start(port)``; returns the bound port. A configured ``base``
+        gives port base + sid. Otherwise the port the previous incarnation had, so that clients
+        holding a connect string (kazoo, zkCli.sh, the Java client) find the restarted replica
+        where ZooKeeper's servers would be; if something took that port meanwhile, any free port,
+        with a warning (``status`` shows it)."""
+        if base:
+            return await start(base + self.sid)
+        previous = self.previous_ports.get(kind, 0)
+        if previous:
+            try:
+                return await start(previous)
+            except OSError as e:
+                if e.errno != errno.EADDRINUSE:
+                    raise
+                log.warning("replica %d: its previous %s port %d is taken; listening on a new one",
+                            self.sid, kind.replace("_", " "), previous)
+        return await start(0)
 
     def _close_clients(self) -> None:
         for srv in (self._client_server, self._zk_server):

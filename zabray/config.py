@@ -48,10 +48,13 @@ class EnsembleConfig:
     host: str = "127.0.0.1"
     quorum_port: int = 0
     client_port: int = 0
-    """Base ports; 0 picks free ones. With a base port, replica sid uses base + sid."""
+    """Base ports; 0 picks free ones when a replica first starts, which it listens on again
+    when restarted (a new one only if another process took it). With a base port, replica sid
+    uses base + sid."""
     zk_client_port: int = 0
     """With ``service: zookeeper``: the base port of ZooKeeper's client protocol (kazoo, zkCli.sh,
-    the Java client); replica sid listens on base + sid, 0 picks free ports."""
+    the Java client); replica sid listens on base + sid, 0 picks free ports (kept as
+    ``client_port``'s are)."""
     zk_min_session_timeout_ms: int = 1000
     zk_max_session_timeout_ms: int = 60000
     """The range a client's requested session timeout is clamped to (ZooKeeper's

@@ -15,6 +15,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, NoAuthError
 from kazoo.protocol.states import EventType, WatchedEvent
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.retry import KazooRetry
 from kazoo.security import make_digest_acl
 
 from tests.zkwire import raw
@@ -153,3 +154,32 @@ def test_session_survives_kill_of_its_replica_and_of_the_leader(
     # And the session still ends as a session should: its ephemeral goes when it closes.
     c.stop()
     wait_until(lambda: writer.exists(eph) is None, timeout=60, what="the ephemeral to go with its session")
+
+
+def test_a_rolling_restart_keeps_every_replica_where_clients_dial_it(
+        start: Callable[..., Ensemble], kazoo: KazooFactory) -> None:
+    """An operator restarts each replica in turn. Clients keep the connect string they were
+    given at the start, as ZooKeeper's clients do, so each replica must listen where it did
+    (the config's ports are 0: picked at the first start, then kept)."""
+    ens = start(3, **ZK_OVERRIDES)
+    ens.wait_for_leader()
+    hosts = ens.connect_string()
+    before = {s.sid: (s.zk_client, s.client) for s in ens.status()}
+    c = kazoo(ens, timeout=30.0, hosts=hosts)
+    session = c.client_id
+    c.create("/r", b"-")
+    for sid in sorted(before):
+        ens.kill(sid)
+        ens.restart(sid)
+        wait_until(lambda: all(s.alive and s.state in ("LEADING", "FOLLOWING") for s in ens.status()),
+                   timeout=120, what=f"every replica in broadcast after replica {sid}'s restart")
+        # kazoo reconnects within the session, if the replicas are where its hosts say
+        KazooRetry(max_tries=-1, deadline=60)(c.set, "/r", str(sid).encode())
+    assert {s.sid: (s.zk_client, s.client) for s in ens.status()} == before
+    assert ens.connect_string() == hosts
+    assert c.client_id == session
+    for zk_addr, _ in before.values():  # each replica alone, at its first address
+        assert zk_addr is not None
+        one = kazoo(ens, hosts=f"{zk_addr[0]}:{zk_addr[1]}")
+        one.sync("/r")
+        assert one.get("/r")[0] == str(max(before)).encode()
