@@ -39,7 +39,7 @@ from zabray import tls, trace
 from zabray.auth import AuthFailed, Secret
 from zabray.batching import Outbox
 from zabray.config import EnsembleConfig
-from zabray.errors import ZabError
+from zabray.errors import ConfigError, ZabError
 from zabray.holds import HoldPattern
 from zabray.protocol.actions import (
     Action,
@@ -196,7 +196,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
                                            ssl_client=tls.client_context(self.cfg), outbox=self.outbox)
             return await self.transport.start()
 
-        qport = await self._listen("quorum", self.cfg.quorum_port, start_transport)
+        qport = await self._listen("quorum", start_transport)
         client_ssl = tls.server_context(self.cfg, require_client_cert=self.cfg.tls_client_certs)
 
         async def start_clients(port: int) -> int:
@@ -205,7 +205,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
                 ssl=client_ssl, ssl_handshake_timeout=10 if client_ssl else None)
             return int(self._client_server.sockets[0].getsockname()[1])
 
-        cport = await self._listen("client", self.cfg.client_port, start_clients)
+        cport = await self._listen("client", start_clients)
         host = advertised_host(self.cfg.host)
         zk_addr = None
         if self.zk is not None:
@@ -221,7 +221,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
                     ssl=client_ssl, ssl_handshake_timeout=10 if client_ssl else None)
                 return int(self._zk_server.sockets[0].getsockname()[1])
 
-            zk_addr = [host, await self._listen("zk_client", self.cfg.zk_client_port, start_zk)]
+            zk_addr = [host, await self._listen("zk_client", start_zk)]
         self._tasks.append(loop.create_task(self._ticker()))
         self.stall_watch.start(loop)
         log.info("replica %d (incarnation %d) up: quorum port %d, client port %d, ZooKeeper port %s, last zxid %s",
@@ -229,24 +229,32 @@ class ReplicaServer(FaultHooks, GroupCommit):
         return {"sid": self.sid, "quorum": [host, qport], "client": [host, cport], "zk_client": zk_addr,
                 "pid": os.getpid(), "incarnation": self.incarnation, "data_dir": str(self.data_dir.resolve())}
 
-    async def _listen(self, kind: str, base: int, start: Callable[[int], Awaitable[int]]) -> int:
-        """Start listening with ``start(port)``; returns the bound port. A configured ``base``
-        gives port base + sid. Otherwise the port the previous incarnation had, so that clients
-        holding a connect string (kazoo, zkCli.sh, the Java client) find the restarted replica
-        where ZooKeeper's servers would be; if something took that port meanwhile, any free port,
-        with a warning (``status`` shows it)."""
-        if base:
-            return await start(base + self.sid)
-        previous = self.previous_ports.get(kind, 0)
+    async def _listen(self, kind: str, start: Callable[[int], Awaitable[int]]) -> int:
+        """Start listening with ``start(port)`` for the config's ``{kind}_port``; returns the
+        bound port. A configured base gives port base + sid. Otherwise the port the previous
+        incarnation had, so that clients holding a connect string (kazoo, zkCli.sh, the Java
+        client) find the restarted replica where ZooKeeper's servers would be; if something took
+        that port meanwhile, any free port, with a warning (``status`` shows it). A port or
+        host that cannot be had is a ``ConfigError`` naming the key to change."""
+        key = f"{kind}_port"
+        base: int = getattr(self.cfg, key)
+        previous = 0 if base else self.previous_ports.get(kind, 0)
         if previous:
             try:
                 return await start(previous)
             except OSError as e:
                 if e.errno != errno.EADDRINUSE:
                     raise
-                log.warning("replica %d: its previous %s port %d is taken; listening on a new one",
-                            self.sid, kind.replace("_", " "), previous)
-        return await start(0)
+                log.warning("replica %d: its previous %s %d is taken; listening on a new one",
+                            self.sid, key.replace("_", " "), previous)
+        port = base + self.sid if base else 0
+        try:
+            return await start(port)
+        except OSError as e:
+            hint = (f"set {key} to another base (replica sid listens on base + sid), or 0 for free ports"
+                    if base and e.errno == errno.EADDRINUSE else "`host` must be an address of this node, or 0.0.0.0")
+            raise ConfigError(f"replica {self.sid} cannot listen on {self.cfg.host}:{port} ({key}): "
+                              f"{os.strerror(e.errno) if e.errno else e}; {hint}") from None
 
     def _close_clients(self) -> None:
         for srv in (self._client_server, self._zk_server):

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from tests.ensemble.conftest import start  # noqa: F401
+from tests.ensemble.conftest import ray_local, start  # noqa: F401
 from zabray.errors import ConfigError, NotRunningError, ZabError
 
 pytestmark = pytest.mark.ray
@@ -62,3 +64,26 @@ def test_stop_wipe_deletes_the_data_directories(start, tmp_path) -> None:  # noq
     wiped = ens.stop(wipe=True)
     assert sorted(wiped) == sorted(str(d) for d in dirs)
     assert not (tmp_path / "data" / ens.name).exists()
+
+
+def test_a_port_in_use_is_a_config_error_and_leaves_nothing_behind(ray_local, tmp_path) -> None:  # noqa: F811
+    import socket
+
+    from zabray.ensemble import Ensemble
+
+    name = f"port-{os.getpid()}"
+    dirs = {"data_dir": str(tmp_path / "data"), "run_dir": str(tmp_path / "run")}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ConfigError) as e:
+            Ensemble.start(3, name=name, client_port=port - 2, **dirs)  # replica 2 listens on base + 2
+        msg = one_line(e, ConfigError)
+        assert f"127.0.0.1:{port} (client_port): Address already in use; set client_port" in msg, msg
+    # Nothing of the failed start lingers: the controller's and the replicas' names are free again.
+    ens = Ensemble.start(3, name=name, **dirs)
+    try:
+        assert ens.wait_for_leader(timeout=60) in (1, 2, 3)
+    finally:
+        ens.stop()
