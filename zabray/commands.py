@@ -221,8 +221,12 @@ def partition(args: argparse.Namespace) -> int:
         raise ConfigError("partition groups are comma lists of replica ids: `zabray partition 1 2,3`") from None
     if not groups or any(not g for g in groups):
         raise ConfigError("partition takes groups of replica ids: `zabray partition 1 2,3`")
-    _ens(args).partition(*groups)
-    print("partitioned: " + " | ".join(",".join(map(str, g)) for g in groups) + " (`zabray heal` restores)")
+    ens = _ens(args)
+    ens.partition(*groups)
+    named = {s for g in groups for s in g}
+    rest = [s for s in (*ens.info.get("voters", []), *ens.info.get("observers", [])) if int(s) not in named]
+    shown = [*groups, rest] if rest else groups
+    print("partitioned: " + " | ".join(",".join(map(str, g)) for g in shown) + " (`zabray heal` restores)")
     return 0
 
 

@@ -377,7 +377,8 @@ class Ensemble(HoldControl):
         self._inject("resume", sid)
 
     def partition(self, *groups: list[int] | tuple[int, ...]) -> None:
-        """Cut the TCP links between groups, both ways: ``ens.partition([1], [2, 3])``."""
+        """Cut the TCP links between groups, both ways: ``ens.partition([1], [2, 3])``. Replicas
+        no group names form one more group (``ens.partition([1])`` cuts 1 off from the rest)."""
         self._inject("partition", [list(g) for g in groups])
 
     def partition_oneway(self, src: list[int], dst: list[int]) -> None:

@@ -105,6 +105,7 @@ def test_cli_up_twice_status_faults_errors_down(tmp_path: Path) -> None:
         bad = run("partition", "--name", "cli", "1", "7", env=env, check=2)
         assert "unknown replica(s) 7" in bad.stderr and "disjoint" not in bad.stderr
         assert "partitioned: 1 | 2,3" in run("partition", "--name", "cli", "1", "2,3", env=env).stdout
+        assert "partitioned: 2 | 1,3" in run("partition", "--name", "cli", "2", env=env).stdout  # and the rest
         assert "healed" in run("heal", "--name", "cli", env=env).stdout
         raw = run("submit", "--name", "zk", "x", env=env, check=2)
         assert "service: zookeeper" in raw.stderr
