@@ -36,6 +36,8 @@ def test_leader_kill_on_a_running_ensemble_via_the_cli(ray_local: None, tmp_path
         (run_dir,) = (tmp_path / "runs").iterdir()
         res = load_results(run_dir)
         assert list(res.marks.what) == ["kill leader", "restart killed"]
+        assert list(res.marks.scheduled) == [0.5, 2.0]  # beside when each began (`at`)
+        assert all(res.marks["at"] >= res.marks.scheduled - 0.1)
         row = res.df.iloc[0]
         assert row.ops_ok > 0 and row.read_throughput > 0 and row.write_throughput > 0
         assert row.faults.tolist() == ["kill leader", "restart killed"]

@@ -101,6 +101,9 @@ def _run(args: argparse.Namespace) -> int:
         print(res.placement.assign(node=res.placement.node.str[:10]).to_string(index=False))
         if not res.marks.empty:
             print()
-            print(res.marks[["point", "rep", "at", "what", "replicas", "stall_s", "recovered_s"]].to_string(index=False))
+            cols = ["point", "rep", "scheduled", "at", "what", "replicas", "stall_s", "recovered_s"]
+            print(res.marks[[c for c in cols if c in res.marks]].to_string(index=False, float_format="{:.2f}".format))
+            print("(scheduled, at: s into the window when a step was due and when it began; recovered_s: until "
+                  "the rate was back to 90% of before, NaN if not by the next step)")
     print(f"\nresults: {res.run_dir}/results.parquet; check the traces with: zabray check {' '.join(res.runs)}")
     return 0

@@ -6,7 +6,7 @@ it. A fault's *recovery* is measured from the clients' side only (no replica clo
 ``stall_s`` is the longest stretch after the fault with no ok operation completing, up to the
 next fault or the window's end; ``recovered_s`` is the time from the fault to the end of the
 first bucket whose throughput is back to 90 % of the mean before the fault (0 if it never
-dropped below that).
+dropped below that; NaN if it was not back by the next fault or the window's end).
 """
 
 from __future__ import annotations

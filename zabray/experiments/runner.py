@@ -184,10 +184,11 @@ class _Timeline:
             elif step.action == "heal":
                 self.ens.heal()
             what = f"{step.action} {step.target if isinstance(step.target, str) else ''}".strip()
-            self.marks.append({"t": t, "what": what, "replicas": ",".join(map(str, sids))})
+            self.marks.append({"t": t, "what": what, "replicas": ",".join(map(str, sids)), "scheduled": step.at})
         except ZabError as e:
             log.warning("fault step %s failed: %s", step.describe(), e)
-            self.marks.append({"t": t, "what": f"{step.describe()} (failed: {e})", "replicas": ""})
+            self.marks.append({"t": t, "what": f"{step.describe()} (failed: {e})", "replicas": "",
+                               "scheduled": step.at})
 
     def undo_all(self) -> None:
         """Back to a whole ensemble before the next repetition: heal, resume, restart."""
@@ -243,6 +244,9 @@ def _run_point(pool: _Pool, ens: Ensemble, exp: Experiment, point: Point, rep: i
         for step in [None, *exp.faults]:
             at = m0 + (step.at if step is not None else 0.0)
             time.sleep(max(0.0, at - time.time()))
+            if step is not None and time.time() - at > 0.5:  # the step before it took that long
+                log.warning("fault step %s starts %.1f s late: the steps before it took longer than "
+                            "the schedule allows", step.describe(), time.time() - at)
             if step is None:
                 cpu0.update(_replica_cpu(ens, pool.probes))
                 cpu_t0.append(time.time())
