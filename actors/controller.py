@@ -127,11 +127,14 @@ class EnsembleController:
         self.handles[sid] = handle
         self.info[sid] = info
 
-    async def _publish_peers(self) -> None:
-        if self.snapshotter is not None:
+    async def _publish_peers(self, only: int | None = None) -> None:
+        """Tell every running replica (or ``only`` that one) where its peers listen. A paused
+        replica cannot answer a Ray call until resumed, so it is told then (``resume``)."""
+        if self.snapshotter is not None and only is None:
             await self.snapshotter.set_replicas.remote(dict(self.handles))
         addrs = {sid: tuple(i["quorum"]) for sid, i in self.info.items()}
-        await asyncio.gather(*(h.set_peers.remote(addrs) for h in self.handles.values()), return_exceptions=True)
+        await asyncio.gather(*(h.set_peers.remote(addrs) for s, h in self.handles.items()
+                               if s not in self.paused and only in (None, s)), return_exceptions=True)
 
     async def describe(self) -> dict[str, Any]:
         return self._describe()
@@ -156,9 +159,10 @@ class EnsembleController:
 
     # -- observation --------------------------------------------------------------------------------
 
-    async def handle(self, sid: int) -> Any:
-        """The replica's actor handle (for the fault injector), or None if it is down."""
-        return self.handles.get(sid)
+    async def handle(self, sid: int) -> tuple[Any, bool]:
+        """The replica's actor handle (for the fault injector), or None if it is down; and
+        whether it is paused (then it answers no Ray call until resumed)."""
+        return self.handles.get(sid), sid in self.paused
 
     async def snapshot_stats(self) -> dict[int, int]:
         """Snapshots the snapshot actor took, per replica."""
@@ -329,6 +333,14 @@ class EnsembleController:
             raise NotRunningError(f"replica {sid} is not paused")
         self._signal(sid, signal.SIGCONT)
         self.paused.discard(sid)
+        # What changed while it was stopped: peers restarted, partitions made or healed.
+        await self._publish_peers(only=sid)
+        h = self.handles.get(sid)
+        if h is not None:
+            cut = [] if self.groups is None else next(
+                [s for s in self.members if s not in g] for g in self.groups if sid in g)
+            await asyncio.gather(h.unblock.remote([s for s in self.members if s not in cut]),
+                                 h.block.remote(cut) if cut else asyncio.sleep(0), return_exceptions=True)
         self._fault("", [sid], ends="pause")
 
     async def partition(self, groups: list[list[int]]) -> None:

@@ -46,6 +46,7 @@ class FaultInjector:
         self._task: asyncio.Task[None] | None = None
         self.holds: dict[int, HoldPattern] = {}
         self._next_hold = 1
+        self._on_resume: dict[int, list[tuple[str, tuple[Any, ...]]]] = {}  # calls a pause deferred
 
     async def _membership(self) -> None:
         if not self.members:
@@ -73,13 +74,29 @@ class FaultInjector:
         """The replicas whose disk is slowed now (an open ``slow-fsync``), in sid order."""
         return sorted(int(k[1]) for k in self._open if k[0] == "disk")
 
-    async def _handle(self, sid: int) -> Any:
-        return await self.controller.handle.remote(sid)
+    async def _handle(self, sid: int, when_paused: str = "refuse") -> Any:
+        """The replica's handle, None if it is down. A paused (SIGSTOPped) replica answers no Ray
+        call until resumed, so a call would hang: ``refuse`` raises ``NotRunningError``, ``skip``
+        returns None."""
+        h, paused = await self.controller.handle.remote(sid)
+        if h is not None and paused:
+            if when_paused == "skip":
+                return None
+            raise NotRunningError(f"replica {sid} is paused; resume it first")
+        return h
 
-    async def _on_replica(self, sid: int, method: str, *args: Any) -> Any:
+    async def _on_replica(self, sid: int, method: str, *args: Any, when_paused: str = "refuse") -> Any:
         """Call a replica's fault hook; a replica that dies meanwhile (often the fault's own doing:
-        a cut can send it straight into an armed crash point) is not an error."""
-        h = await self._handle(sid)
+        a cut can send it straight into an armed crash point) is not an error. ``when_paused``:
+        as for ``_handle``, or ``defer`` to make the call when the replica is resumed (undoing a
+        fault: healing, stopping a hold)."""
+        if when_paused == "defer":
+            h, paused = await self.controller.handle.remote(sid)
+            if paused:
+                self._on_resume.setdefault(sid, []).append((method, args))
+                return None
+        else:
+            h = await self._handle(sid, when_paused)
         if h is None:
             return None
         try:
@@ -100,6 +117,7 @@ class FaultInjector:
 
     async def kill(self, sid: int) -> None:
         await self.controller.kill.remote(sid)
+        self._on_resume.pop(sid, None)  # its next process starts clean
 
     async def restart(self, sid: int, fresh: bool = False,
                       crash_points: list[tuple[str, int]] | None = None) -> dict[str, Any]:
@@ -114,6 +132,8 @@ class FaultInjector:
 
     async def resume(self, sid: int) -> None:
         await self.controller.resume.remote(sid)
+        for method, args in self._on_resume.pop(sid, []):  # what was undone while it was stopped
+            await self._on_replica(sid, method, *args)
 
     async def partition(self, groups: list[list[int]]) -> None:
         await self.controller.partition.remote(groups)
@@ -163,7 +183,7 @@ class FaultInjector:
             await self.unhold(None, True)
         await self.controller.heal.remote()
         for s in sorted(self.shaped):
-            await self._on_replica(s, "unshape_links", self.members)
+            await self._on_replica(s, "unshape_links", self.members, when_paused="defer")
         await self._end(*[k for k in self._open if k[0] == "links"])
         if self.shaped:
             await self._record("heal-links", ",".join(map(str, sorted(self.shaped))), time.time(), time.time())
@@ -177,7 +197,7 @@ class FaultInjector:
         hid, self._next_hold = self._next_hold, self._next_hold + 1
         self.holds[hid] = p
         for s in sorted(p.src) if p.src is not None else self.members:
-            await self._on_replica(s, "add_hold", hid, p)
+            await self._on_replica(s, "add_hold", hid, p, when_paused="refuse" if p.src else "defer")
         await self._begin(("hold", hid), "hold", f"#{hid} {p.describe()}")
         return hid
 
@@ -193,7 +213,8 @@ class FaultInjector:
         self._check_hold(hold_id)
         out: list[HeldMessage] = []
         for s in [src] if src is not None else self.members:
-            out += await self._on_replica(s, "release_held", hold_id, count, dst) or []
+            out += await self._on_replica(s, "release_held", hold_id, count, dst,
+                                          when_paused="refuse" if src is not None else "skip") or []
         if stop:
             await self._stop_holds(hold_id)
         now = time.time()
@@ -208,7 +229,7 @@ class FaultInjector:
             p = self.holds.pop(hid, None)
             await self._end(("hold", hid))
             for s in (sorted(p.src) if p is not None and p.src is not None else self.members):
-                await self._on_replica(s, "stop_hold", hid)
+                await self._on_replica(s, "stop_hold", hid, when_paused="defer")
 
     async def unhold(self, hold_id: int | None, release: bool = True) -> list[HeldMessage]:
         """Stop hold ``hold_id`` (all if None) catching; with ``release`` free what it held."""
@@ -218,7 +239,7 @@ class FaultInjector:
         out: list[HeldMessage] = []
         if release:
             for s in self.members:
-                out += await self._on_replica(s, "release_held", hold_id, None, None) or []
+                out += await self._on_replica(s, "release_held", hold_id, None, None, when_paused="defer") or []
         now = time.time()
         await self._record("unhold", f"#{hold_id if hold_id is not None else 'all'}: {len(out)} released", now, now)
         return out
@@ -231,7 +252,7 @@ class FaultInjector:
         await self._membership()
         out: list[HeldMessage] = []
         for s in self.members:
-            out += await self._on_replica(s, "held") or []
+            out += await self._on_replica(s, "held", when_paused="skip") or []
         return out
 
     # -- disk faults and crash points ------------------------------------------------------------------

@@ -12,7 +12,7 @@ import pytest
 
 from tests.ensemble.conftest import assert_no_loss, converged, wait_until
 from zabray import schedule
-from zabray.errors import NoQuorumError, UncertainOutcomeError
+from zabray.errors import NoQuorumError, NotRunningError, UncertainOutcomeError
 from zabray.tracefiles import fault_rows
 from zabray.workload import Workload
 
@@ -220,6 +220,31 @@ def test_kill_returns_once_the_process_is_dead_paused_or_not(start) -> None:  # 
     ens.restart(b)
     ens.submit(b"after")
     wait_until(lambda: converged(ens), timeout=30, what="both back and caught up")
+
+
+def test_faults_around_a_paused_replica_neither_hang_nor_outlive_a_heal(start) -> None:  # type: ignore[no-untyped-def]
+    # A stopped process answers no Ray call: restarting another replica waited on it forever,
+    # and a heal made while it was stopped never reached it, so it stayed cut off once resumed.
+    ens = start(3)
+    leader = ens.wait_for_leader(30)
+    p, k = sorted(s for s in ens.info["voters"] if s != leader)
+    ens.partition([p], [leader, k])
+    ens.delay([p], [leader], 20)
+    ens.pause(p)
+    with pytest.raises(NotRunningError, match=f"replica {p} is paused; resume it first"):
+        ens.partition_oneway([p], [k])
+    with pytest.raises(NotRunningError, match="paused"):
+        ens.disk_fault(p, "slow-fsync", 10)
+    ens.kill(k)
+    ens.restart(k)  # tells the running replicas where k listens; the paused one when resumed
+    ens.heal()
+    ens.resume(p)
+    z = ens.submit(b"after the resume")
+    wait_until(lambda: converged(ens) and all(s.applied >= z for s in ens.status()), timeout=60,
+               what=f"replica {p}, healed while paused, to catch up once resumed")
+    lasting = [r for r in fault_rows(ens.info["run_dir"]) if r["fault"].split()[0] in ("partition", "delay", "pause")]
+    assert {r["fault"].split()[0] for r in lasting} == {"partition", "delay", "pause"}
+    assert all(r["end"] is not None for r in lasting), lasting
 
 
 def test_the_fault_injector_starts_at_the_first_fault_serves_every_handle_and_stops_with_the_ensemble(start) -> None:  # type: ignore[no-untyped-def]
