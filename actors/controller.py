@@ -104,7 +104,7 @@ class EnsembleController:
         return self._describe()
 
     async def _launch(self, sid: int, crash_points: list[tuple[str, int]] | None = None,
-                      holds: list[tuple[int, Any]] | None = None) -> None:
+                      holds: list[tuple[int, Any]] | None = None, rejoining: bool = False) -> None:
         before = self.info.get(sid, {})
         previous = before.get("incarnation", -1)
         # Where the last incarnation listened, to listen there again (clients hold those ports).
@@ -122,7 +122,8 @@ class EnsembleController:
         handle: Any = actor.remote(ensemble=self.name, sid=sid, config=self.cfg.to_dict(), voters=self.voters,
                               observers=self.observers, data_dir=self.data_dir(sid), run_dir=self.run_dir,
                               min_incarnation=previous + 1, secret=self._secret,
-                              crash_points=list(crash_points or ()), holds=list(holds or ()), ports=ports)
+                              crash_points=list(crash_points or ()), holds=list(holds or ()), ports=ports,
+                              rejoining=rejoining)
         info = await handle.start.remote()
         self.handles[sid] = handle
         self.info[sid] = info
@@ -305,7 +306,9 @@ class EnsembleController:
             shutil.rmtree(self.data_dir(sid), ignore_errors=True)
         for point, nth in points:  # recorded first: the replica may die at one before _launch returns
             self._fault("arm-crash-point", f"{sid}:{point}#{nth}")
-        await self._launch(sid, points, holds)
+        # A wiped voter must not count until a leader has synced it, or it could help elect a
+        # leader without the writes only its old disk held (a lone voter has nobody to wait for).
+        await self._launch(sid, points, holds, rejoining=fresh and sid in self.voters and len(self.voters) > 1)
         await self._publish_peers()
         if self.groups is not None:
             await self._apply_partition()

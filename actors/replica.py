@@ -108,11 +108,12 @@ class ReplicaServer(FaultHooks, GroupCommit):
                  min_incarnation: int = 0, secret: Secret | None = None,
                  crash_points: Sequence[tuple[str, int]] = (),
                  holds: Sequence[tuple[int, HoldPattern]] = (),
-                 ports: dict[str, int] | None = None) -> None:
+                 ports: dict[str, int] | None = None, rejoining: bool = False) -> None:
         """``crash_points`` and message ``holds`` are armed here, before ``start`` opens its disk
         or any socket, so a replica can die at (or be held in) the first matching step of its
         own recovery. ``ports`` ({"quorum", "client", "zk_client"}: port) are where a previous
-        incarnation listened, taken again where the config says 0 ("pick one")."""
+        incarnation listened, taken again where the config says 0 ("pick one"). ``rejoining``:
+        its data directory was just wiped while the ensemble went on (``DurableState.rejoining``)."""
         self.ensemble = ensemble
         self.secret = secret  # proves membership to peers and broadcast clients; never logged
         self.sid = sid
@@ -122,6 +123,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
         self.run_dir = Path(run_dir) if run_dir else None
         self.min_incarnation = min_incarnation
         self.previous_ports = dict(ports or {})
+        self.rejoining = rejoining
         self.node: Node | None = None
         self.transport: PeerTransport | None = None
         self.fatal: str | None = None
@@ -176,7 +178,12 @@ class ReplicaServer(FaultHooks, GroupCommit):
         self.incarnation = next_incarnation(self.data_dir, self.min_incarnation)
         self.store = DiskStore(self.data_dir / "store", keep_snapshots=self.cfg.keep_snapshots,
                                fsync=self.cfg.fsync)
+        if self.rejoining:  # before anything else: a crash from here on still comes back rejoining
+            await loop.run_in_executor(self._io, self.store.mark_rejoining)
         durable = await loop.run_in_executor(self._io, self.store.recover)
+        if durable.rejoining:
+            log.warning("replica %d lost its disk: it counts in no quorum (votes, epochs, acks) until "
+                        "a leader has synced it", self.sid)
         self.node = Node(self.sid, self.proto, durable, incarnation=self.incarnation,
                          app=self.service.app, tracing=self.run_dir is not None and self.cfg.trace)
         gc_policy.configure()

@@ -3,6 +3,7 @@
 Directory layout::
 
     LOCK                          flock'ed while a DiskStore has the directory open
+    REJOINING                     written into an emptied directory by ``mark_rejoining``
     acceptedEpoch, currentEpoch   storage.epochs
     snap.<gen>.<zxid>             storage.snapshots
     log.<gen>.<seq>               storage.txnlog
@@ -249,6 +250,13 @@ class DiskStore:
             return
         with self._io("sync"):
             self._log.sync()
+
+    def mark_rejoining(self) -> None:
+        """Record, durably, that this directory was wiped while the ensemble went on: until a
+        leader has synced it (currentEpoch > 0), ``recover`` reports ``rejoining``."""
+        with self._io("mark_rejoining"):
+            fsutil.atomic_write(self.path, recovery.REJOINING_FILE, [b"wiped; rebuilt by the next leader that syncs it\n"])
+        self._cached = None
 
     def write_accepted_epoch(self, epoch: int, leader: int) -> None:
         """Atomically and durably record acceptedEpoch and its leader (after any buffered log changes)."""

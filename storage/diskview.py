@@ -113,6 +113,8 @@ class DiskView:
     """Files the replica ignores or removes at open: temp files, damaged snapshots set aside."""
     spares: tuple[str, ...] = ()
     """Files kept to become later log segments (purged segments, or one being zero-filled)."""
+    rejoining: bool = False
+    """Wiped by a fresh restart and not yet synced by a leader: it counts in no quorum."""
 
     def not_known_committed(self) -> tuple[LogEntry, ...]:
         """The log's tail past ``committed_through``: durable, but the disk cannot say whether committed."""
@@ -211,6 +213,7 @@ def _read(store: str, replica: str | None) -> DiskView:
     return DiskView(
         path=store, incarnation=_incarnation(replica), accepted_epoch=state.accepted_epoch,
         accepted_leader=state.accepted_leader, current_epoch=state.current_epoch, generation=rec.generation,
+        rejoining=state.rejoining,
         snapshots=tuple(snaps), segments=tuple(segments), log=tuple(entries), committed_through=committed,
         last_zxid=max(committed, entries[-1].zxid) if entries else committed, torn_at=torn, leftovers=leftovers,
         spares=tuple(sorted((n for n in names if is_spare(n)), key=spare_number)),

@@ -24,6 +24,7 @@ class MemoryStore:
         self.log: list[Txn] = []
         self._volatile: list[tuple[str, object]] = []
         self.syncs = 0
+        self.rejoining = False  # DiskStore.mark_rejoining: a wiped store, until currentEpoch > 0
 
     @property
     def dirty(self) -> bool:
@@ -37,6 +38,7 @@ class MemoryStore:
             self.snapshot_zxid,
             self.snapshot,
             tuple(self.log),
+            self.rejoining and self.current_epoch == 0,
         )
 
     def append(self, txns: Sequence[Txn]) -> None:

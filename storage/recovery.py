@@ -14,6 +14,8 @@ Rules (``analyze`` is read-only; ``DiskStore`` applies the repairs it reports):
 - Segments are verified from the one the chosen snapshot needs (the last with prev <= its zxid)
   to the newest; older ones are only header-checked, so opening does not re-read history that
   no kept snapshot needs. Only the newest segment may end in a torn record.
+- A ``REJOINING`` file (``DiskStore.mark_rejoining``) with currentEpoch still 0 makes the state
+  ``rejoining``: the directory was wiped and no leader has synced it since.
 """
 
 from __future__ import annotations
@@ -65,6 +67,9 @@ def _list(dirpath: str) -> tuple[list[SnapshotFile], list[tuple[int, int, str]],
             segs.append((p[0], p[1], name))
     gen = max([s.generation for s in snaps] + [g for g, _, _ in segs] + [0])
     return snaps, segs, gen
+
+
+REJOINING_FILE = "REJOINING"
 
 
 def analyze(dirpath: str) -> Recovered:
@@ -158,7 +163,8 @@ def analyze(dirpath: str) -> Recovered:
             chosen_name,
             ", ".join(s.name for s, _ in damaged),
         )
-    durable = DurableState(accepted.epoch, accepted.leader, current.epoch, snap_zxid, state, tuple(txns))
+    rejoining = current.epoch == 0 and os.path.exists(os.path.join(dirpath, REJOINING_FILE))
+    durable = DurableState(accepted.epoch, accepted.leader, current.epoch, snap_zxid, state, tuple(txns), rejoining)
     bad = {s.name for s, _ in damaged}
     return Recovered(
         durable,

@@ -71,7 +71,8 @@ def render(view: DiskView, sid: int, tail: int) -> list[str]:
     """The human-readable report: header, epochs, snapshots, segments, the log's last ``tail`` txns."""
     inc = f", incarnation {view.incarnation}" if view.incarnation is not None else ""
     out = [f"replica {sid}: {view.path}{inc}",
-           f"epochs: accepted {view.accepted_epoch} (leader {view.accepted_leader}), current {view.current_epoch}",
+           f"epochs: accepted {view.accepted_epoch} (leader {view.accepted_leader}), current {view.current_epoch}"
+           + (" (rejoining: wiped, not yet synced by a leader; it counts in no quorum)" if view.rejoining else ""),
            f"snapshots (generation {view.generation}):" if view.snapshots else
            "snapshots: none (recovery starts from the empty initial state)"]
     if view.snapshots:

@@ -247,6 +247,32 @@ def test_faults_around_a_paused_replica_neither_hang_nor_outlive_a_heal(start) -
     assert all(r["end"] is not None for r in lasting), lasting
 
 
+def test_a_wiped_follower_cannot_help_elect_a_leader_without_an_acknowledged_write(start) -> None:  # type: ignore[no-untyped-def]
+    # W is acknowledged by the leader and follower f only (g is cut off). The leader dies and f
+    # is restarted fresh: if f's empty disk counted, f and g would elect a leader without W.
+    ens = start(3)
+    leader = ens.wait_for_leader(30)
+    f, g = sorted(s for s in ens.info["voters"] if s != leader)
+    ens.submit(b"before")
+    ens.partition([g], [leader, f])
+    w = ens.submit(b"W", replica=leader)
+    ens.kill(leader)
+    ens.kill(f)
+    ens.restart(f, fresh=True)
+    ens.heal()
+    wait_until(lambda: {s.sid: (s.state, s.phase) for s in ens.status() if s.alive} ==
+               {f: ("LOOKING", "election (rejoining)"), g: ("LOOKING", "election")},
+               timeout=30, what=f"replica {f} rejoining and {g} looking")
+    assert ens.leader() is None  # g alone holds data: no quorum of voters that count
+    assert ens.inspect(f).rejoining and not ens.inspect(g).rejoining
+    ens.restart(leader)  # with the leader's disk back, W is kept and f is rebuilt
+    wait_until(lambda: converged(ens) and all(s.applied >= w and s.phase == "broadcast" for s in ens.status()),
+               timeout=60, what=f"replica {f} rebuilt, no longer rejoining")
+    for sid, hist in ens.histories().items():
+        assert w in [z for z, _ in hist], f"replica {sid} lacks the acknowledged write {w}"
+    assert not ens.inspect(f).rejoining
+
+
 def test_the_fault_injector_starts_at_the_first_fault_serves_every_handle_and_stops_with_the_ensemble(start) -> None:  # type: ignore[no-untyped-def]
     import ray
 

@@ -63,3 +63,26 @@ def test_a_leader_that_ignores_more_up_to_date_histories_is_caught(monkeypatch: 
 
 def test_the_correct_core_passes_the_same_seeds() -> None:
     assert first_violation(range(200), safety_only=False, voters=3) is None
+
+
+class CountsAtOnceAfterAWipe(Node):
+    """A voter that lost its disk votes, promises and acknowledges at once, as if nothing had
+    been lost (ZooKeeper's behaviour): it can help elect a leader without an acknowledged write
+    that only its old disk and a crashed leader held."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.rejoining = False
+
+
+WIPES = {"voters": 3, "steps": 1500, "faults": ("crash", "partition", "break", "wipe"), "fault_rate": 0.02}
+
+
+def test_a_wiped_voter_that_counts_at_once_is_caught() -> None:
+    found = first_violation(range(100), node_factory=CountsAtOnceAfterAWipe, **WIPES)
+    assert found is not None and "durability" in found, found
+
+
+def test_wiped_voters_rejoining_lose_nothing_and_the_ensemble_goes_on() -> None:
+    assert first_violation(range(100), safety_only=False, **WIPES) is None
+    assert run_seed(3, SimOptions(**WIPES)).faults["wipe"] > 0  # type: ignore[arg-type]

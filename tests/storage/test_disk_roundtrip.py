@@ -68,6 +68,18 @@ def test_fresh_store_is_empty(tmp_path):
         assert s.recover() == DurableState()
 
 
+def test_a_wiped_store_is_rejoining_across_crashes_until_a_leader_sets_its_current_epoch(store):
+    store.mark_rejoining()
+    assert store.recover().rejoining
+    store.append(txns(1, 1, 3))
+    store.sync()  # synced from a leader, but its NEWLEADER not yet taken
+    store = reopen(store)
+    assert store.recover().rejoining and zx(store.recover()) == [Zxid.of(1, c) for c in (1, 2, 3)]
+    store.write_current_epoch(1)
+    assert not store.recover().rejoining
+    assert not reopen(store).recover().rejoining
+
+
 def test_append_sync_reopen(store):
     batch = txns(1, 1, 50, 300)
     store.append(batch[:20])

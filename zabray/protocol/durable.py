@@ -18,6 +18,10 @@ class DurableState:
     snapshot_zxid: Zxid = ZERO
     snapshot: bytes | None = None
     txns: tuple[Txn, ...] = ()
+    rejoining: bool = False
+    """It lost its disk (a fresh restart) and no leader has made it whole since: what it votes,
+    promises or acknowledges could stand in for data it no longer has, so it counts in no
+    quorum until a NEWLEADER has synced it (then its currentEpoch is no longer 0)."""
 
     @property
     def last_zxid(self) -> Zxid:

@@ -7,6 +7,8 @@ quorum of this round's votes agree with ours and no better vote arrives within
 ``finalize_wait`` ticks (at once if every voter agrees), or when a quorum of replicas that
 already left election name the same leader and that leader says it leads (the late joiner).
 Notifications may be lost or reordered: a silent election re-sends its vote with backoff.
+Observers and ``rejoining`` voters vote for nobody (leader -1) and are never counted: they wait
+for a quorum of voters to name a leader that says it leads.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ class Election(Role):
         node.round += 1
         node.set_state(PeerState.LOOKING, -1, node.current_epoch)
         self.own: Vote = (node.sid, node.history.last, node.current_epoch)
-        node.vote = self.own if not node.is_observer else (-1, 0, 0)
+        node.vote = self.own if node.votes else (-1, 0, 0)  # a non-voter's vote names nobody
         self.recv: dict[int, Vote] = {}
         self.outside: dict[int, Notification] = {}
         self.decide_at: int | None = None
@@ -67,7 +69,7 @@ class Election(Role):
 
     def on_message(self, channel: ChannelId, msg: Message) -> None:
         n = self.node
-        if isinstance(msg, (FollowerInfo, ObserverInfo)) and channel.leader == n.sid and not n.is_observer:
+        if isinstance(msg, (FollowerInfo, ObserverInfo)) and channel.leader == n.sid and n.votes:
             old = self.backlog.get(channel.learner)
             if old is not None and old[0] != channel:
                 n.emit(Close(old[0]))
@@ -91,9 +93,10 @@ class Election(Role):
             return
         self.resend = cfg.election_resend
         self.resend_at = n.now + self.resend
-        if sender not in cfg.voters:
-            # Observers learn the outcome from voters; they never count.
-            if note.state == PeerState.LOOKING and not n.is_observer:
+        if sender not in cfg.voters or (note.state == PeerState.LOOKING and note.leader < 0):
+            # Observers, and voters rejoining after losing their disk (they vote for nobody),
+            # learn the outcome from voters; they never count.
+            if note.state == PeerState.LOOKING and n.votes:
                 n.emit(Notify(sender, self._note()))
             return
         if note.state == PeerState.LOOKING:
@@ -103,7 +106,7 @@ class Election(Role):
 
     def _on_looking(self, note: Notification) -> None:
         n = self.node
-        if n.is_observer:
+        if not n.votes:
             return
         if note.round > n.round:
             n.round = note.round
@@ -134,7 +137,7 @@ class Election(Role):
     def _on_decided(self, note: Notification) -> None:
         n = self.node
         vote = (note.leader, note.zxid, note.epoch)
-        if note.round == n.round and not n.is_observer:
+        if note.round == n.round and n.votes:
             self.recv[note.sender] = vote
             if self._agree(vote, self.recv) and self._leader_ok(note.leader, note.round):
                 self._decide(vote)
@@ -148,7 +151,7 @@ class Election(Role):
     def _agree(self, vote: Vote, votes: dict[int, Vote]) -> bool:
         n = self.node
         sids = {s for s, v in votes.items() if v[0] == vote[0]}
-        if n.vote[0] == vote[0] and not n.is_observer:
+        if n.vote[0] == vote[0] and n.votes:
             sids.add(n.sid)
         return n.cfg.is_quorum(sids)
 
@@ -173,7 +176,7 @@ class Election(Role):
 
     def on_tick(self) -> None:
         n = self.node
-        if self.decide_at is None and not n.is_observer:
+        if self.decide_at is None and n.votes:
             self._check_quorum()  # a lone voter is its own quorum
             if n.role is not self:
                 return

@@ -148,6 +148,7 @@ class Learner(Role):
             raise ProtocolError(f"NEWEPOCH {e} is below acceptedEpoch {n.accepted_epoch}")
         self.epoch = e
         self.stage = Stage.EPOCH_ACKED
+        counted = counted and not n.rejoining  # its promise stands for nothing it had before
         n.hold(Send(self.channel, AckEpoch(n.current_epoch, n.history.last, counted)))
 
     # -- synchronization -------------------------------------------------------------------------
@@ -194,7 +195,8 @@ class Learner(Role):
         if msg.zxid != n.history.last:
             raise ProtocolError(f"NEWLEADER at {Zxid(msg.zxid)!r} but synced to {n.history.last!r}")
         n.current_epoch = msg.epoch
-        n.persist(WriteCurrentEpoch, msg.epoch)
+        n.persist(WriteCurrentEpoch, msg.epoch)  # durable after the history synced before it
+        n.rejoining = False  # it holds an established leader's history: it may count from now on
         self.stage = Stage.NEWLEADER
         self._marks.clear()  # the NEWLEADER ack covers everything synced so far
         self.last_acked = n.history.last

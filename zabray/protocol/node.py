@@ -79,6 +79,7 @@ class Node:
         # they carry (two hashes per txn on a leader).
         self.tracing = tracing
         self.is_observer = sid in config.observers
+        self.rejoining = durable.rejoining and not self.is_observer
         self.accepted_epoch = durable.accepted_epoch
         self.accepted_leader = durable.accepted_leader
         self.current_epoch = durable.current_epoch
@@ -111,6 +112,12 @@ class Node:
         from zabray.protocol.election import Election
 
         self.role = Election(self)
+
+    @property
+    def votes(self) -> bool:
+        """Its vote counts in elections: a voter, and not ``rejoining`` (a replica that lost its
+        disk could otherwise help elect a leader that lacks what only its old disk held)."""
+        return not self.is_observer and not self.rejoining
 
     # -- the entry point ------------------------------------------------------------------
 
@@ -289,5 +296,6 @@ class Node:
             "applied": int(self.applied),
             "iteration": self.iteration,
             "incarnation": self.incarnation,
-            "phase": self.role.phase_name(),
+            "phase": self.role.phase_name() + (" (rejoining)" if self.rejoining else ""),
+            "rejoining": self.rejoining,
         }

@@ -33,8 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--seeds", type=int, default=100, help="how many schedules (default 100)")
     p.add_argument("--seed", type=int, default=0, help="first seed (or the only one with --timeline)")
     p.add_argument("--steps", type=int, default=3000, help="random steps per schedule before healing")
-    p.add_argument("--faults", default=",".join(f for f in FAULTS if f != "drop"),
-                   help=f"comma list of {', '.join(FAULTS)}, or 'none' (default: all but drop)")
+    p.add_argument("--faults", default=",".join(f for f in FAULTS if f not in ("drop", "wipe")),
+                   help=f"comma list of {', '.join(FAULTS)}, or 'none' (default: all but drop and wipe)")
     p.add_argument("--fault-rate", type=float, default=0.01, help="share of steps that inject a fault")
     p.add_argument("--timeline", action="store_true", help="print the timeline of one seed")
     p.add_argument("--trace-dir", type=Path, help="write each schedule's trace (JSON lines) under this dir")

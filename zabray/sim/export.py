@@ -132,9 +132,9 @@ class RecordingSimulation(Simulation):
         else:  # break, snapshot: not carried over, counted in the notes
             self.events.append(SimEvent(kind, self.step_no))
 
-    def _start(self, sid: int) -> None:
+    def _start(self, sid: int, fault: str = "restart") -> None:
         self._restarted = sid
-        super()._start(sid)
+        super()._start(sid, fault)
         if self.recording and not self._pending_restart:
             self.events.append(SimEvent("restart", self.step_no, sid))  # the final phase's restarts
 
@@ -215,6 +215,8 @@ def export(seed: int, options: SimOptions | None = None, *, argv: str = "") -> E
     opt = options or SimOptions()
     if opt.observers:
         raise ConfigError("--export-scenario: scenarios start voters only; run the simulation without --observers")
+    if "wipe" in opt.faults:
+        raise ConfigError("--export-scenario does not carry wipes over; run the simulation without the wipe fault")
     sim = RecordingSimulation(seed, opt)
     result = sim.run()
     voters = opt.voters

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # annotations only: `zabray` commands other than `sim` need n
     from zabray.protocol.node import Node
     from zabray.sim.checker import Violation
 
-FAULTS = ("crash", "partition", "break", "snapshot", "drop")
+FAULTS = ("crash", "partition", "break", "snapshot", "drop", "wipe")
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """The simulator's random faults: one step's crash or restart, partition or heal, broken
-channel, or snapshot request, drawn from the seed's generator (``Simulation._fault``).
+channel, snapshot request, or wipe (a fresh restart: the replica's store emptied), drawn from the seed's generator (``Simulation._fault``).
 Each real fault is also traced as the real ensemble's controller traces it, so a simulated
 run's figures show it where it happened."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from storage.memory import MemoryStore
 from zabray.protocol.events import SnapshotRequested
 
 if TYPE_CHECKING:
@@ -52,9 +53,32 @@ def inject(sim: Simulation) -> None:
             sim._fault_row("cut", f"{ch.learner} x {ch.leader}", sim._now(), sim._now())
             sim.fault_counts["break"] += 1
             sim._log(f"BREAK channel {ch}")
+    elif kind == "wipe":
+        # As a careful operator would: only while the other voters that hold their data form a
+        # quorum. Below that, a wiped voter waits for them for ever (rightly: they may hold
+        # acknowledged writes nobody else has), and the run could not end with a leader.
+        sid = rng.choice(sorted(sim.replicas))
+        whole = {s for s, r in sim.replicas.items() if s != sid and s in sim.cfg.voters
+                 and isinstance(r.store, MemoryStore) and not r.store.recover().rejoining}
+        if isinstance(sim.replicas[sid].store, MemoryStore) and sim.cfg.is_quorum(whole):
+            wipe(sim, sid)
     elif kind == "snapshot":
         if alive:
             sid = rng.choice(alive)
             sim.fault_counts["snapshot"] += 1
             sim._log(f"snapshot requested at {sid}")
             sim._step_node(sid, SnapshotRequested(), "snapshot request")
+
+
+def wipe(sim: Simulation, sid: int) -> None:
+    """Crash ``sid`` if it runs, throw its store away and start it on an empty one, as
+    ``restart(fresh=True)`` does on a real ensemble: a wiped voter of several starts
+    ``rejoining``."""
+    if sim.replicas[sid].node is not None:
+        sim._crash(sid)
+    store = MemoryStore()
+    store.rejoining = sid in sim.cfg.voters and len(sim.cfg.voters) > 1
+    sim.replicas[sid].store = store
+    sim.fault_counts["wipe"] += 1
+    sim._log(f"WIPE {sid}")
+    sim._start(sid, "restart-fresh")

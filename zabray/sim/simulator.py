@@ -125,7 +125,7 @@ class Simulation:
     def alive(self) -> set[int]:
         return {s for s, r in self.replicas.items() if r.node is not None}
 
-    def _start(self, sid: int) -> None:
+    def _start(self, sid: int, fault: str = "restart") -> None:
         r = self.replicas[sid]
         r.incarnation += 1
         durable = r.store.recover()
@@ -140,7 +140,7 @@ class Simulation:
             chain = r.node.app.chain
         self.checker.start_incarnation(sid, r.incarnation, durable.snapshot_zxid, chain)
         if r.incarnation > 0:
-            self._fault_row("restart", str(sid), self._now(), self._now())
+            self._fault_row(fault, str(sid), self._now(), self._now())
         self._log(f"start {sid} (incarnation {r.incarnation}, last zxid {fmt(durable.last_zxid)}, "
                   f"epochs {durable.accepted_epoch}/{durable.current_epoch})")
 

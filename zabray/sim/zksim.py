@@ -101,8 +101,8 @@ class ZkSimulation(Simulation):
 
     # -- replicas: the core, then the service, never one inside the other ------------------------
 
-    def _start(self, sid: int) -> None:
-        super()._start(sid)
+    def _start(self, sid: int, fault: str = "restart") -> None:
+        super()._start(sid, fault)
         r = self.replicas[sid]
         assert r.node is not None
         self.services[sid] = ZkService(sid, r.node.app, now_ms=self.now_ms,  # type: ignore[arg-type]
