@@ -31,7 +31,7 @@ from zabray.errors import (
     UncertainOutcomeError,
     ZabError,
 )
-from zabray.framing import FrameDecoder, frame
+from zabray.framing import DEFAULT_MAX_FRAME, FrameDecoder, frame
 from zabray.protocol.zxid import Zxid
 
 T = TypeVar("T")
@@ -148,8 +148,8 @@ class ReplicaConnection(BatchingProtocol):
             fut.set_exception(ConnectionError(f"connection to replica {self.sid} is closed"))
             return fut
         rid = next(self.rids)
-        self.waiting[rid] = fut
-        self.send_payload(cp.encode(make(rid)))
+        self.send_payload(cp.encode(make(rid)))  # a request too large raises here, before it waits
+        self.waiting[rid] = fut  # (a reply can only come on a later loop turn)
         if deadline is not None:
             heapq.heappush(self._deadlines, (deadline, rid))
             if self._sweep_at is None:
@@ -285,6 +285,9 @@ class EnsembleClient:
         ``replica`` aims the write at that replica (a follower forwards it to its leader);
         a refusal is retried there, never on another replica.
         """
+        if len(value) >= DEFAULT_MAX_FRAME:  # its frame holds the value and a few bytes more
+            raise CodecError(f"a value of {len(value):,} bytes is too large: a client frame holds at most "
+                             f"{DEFAULT_MAX_FRAME:,} bytes, the value included")
         deadline = time.monotonic() + timeout
         loop_deadline = asyncio.get_running_loop().time() + timeout
         if self._lock is None:

@@ -11,7 +11,8 @@ import pytest
 
 from tests.ensemble.conftest import assert_no_loss, converged, wait_until
 from zabray import trace
-from zabray.framing import frame
+from zabray.errors import CodecError
+from zabray.framing import DEFAULT_MAX_FRAME, frame
 
 pytestmark = pytest.mark.ray
 
@@ -60,6 +61,9 @@ def test_hostile_frames_drop_only_their_connection_and_lose_nothing(start) -> No
 
         hello = frame(cp.handshake(ens.name))
         assert blast(client, hello + frame(msgpack.packb(["SUBMIT", -1, "not bytes"])))
+    # A value too large for one frame is refused before it is sent; the client goes on.
+    with pytest.raises(CodecError, match="too large: a client frame holds at most"):
+        ens.submit(bytes(DEFAULT_MAX_FRAME))
     for v in [b"d", b"e"]:
         acked[int(ens.submit(v))] = trace.digest(v)
     wait_until(lambda: converged(ens), what="every replica still serving")
