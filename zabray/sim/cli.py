@@ -186,8 +186,8 @@ def _print(s: dict[str, Any], results: list[SimResult], args: argparse.Namespace
         v0 = bad[0]
         service = f"--service zookeeper --clients {args.clients} " if s.get("service") == "zookeeper" else ""
         print(f"  replay: zabray sim {service}--replicas {s['voters']} --observers {s['observers']} "
-              f"--faults {','.join(s['faults_enabled']) or 'none'} --steps {args.steps} --seed {v0['seed']} --timeline",
-              file=out)
+              f"--faults {','.join(s['faults_enabled']) or 'none'} --fault-rate {args.fault_rate} "
+              f"--steps {args.steps} --seed {v0['seed']} --timeline", file=out)
     rate = s["schedules"] / max(s["elapsed_s"], 1e-9)
     print(f"  {'elapsed':<20} {s['elapsed_s']} s ({rate:,.0f} schedules/s)", file=out)
 
