@@ -75,15 +75,18 @@ def answers(address: str) -> bool:
 
 
 def is_local_head(address: str) -> bool:
-    """Whether ``address`` names the head ``ray start`` recorded on this machine: its recorded
-    address, or its port on a loopback name."""
+    """Whether ``address`` names a head running on this machine: the one ``ray start`` recorded
+    (its address, or its port on a loopback name), or, when that record is gone, a local GCS
+    process serving that port on a loopback name."""
     recorded = _bootstrap_address()
-    if not recorded:
-        return False
-    if address == recorded:
+    if recorded and address == recorded:
         return True
     host, _, port = address.rpartition(":")
-    return port == recorded.rpartition(":")[2] and host in ("127.0.0.1", "localhost", "::1", "[::1]")
+    if host not in ("127.0.0.1", "localhost", "::1", "[::1]"):
+        return False
+    if recorded:
+        return port == recorded.rpartition(":")[2]
+    return bool(head_pids(address))
 
 
 def use_local_token() -> None:
@@ -120,6 +123,13 @@ def _any_free_port() -> int:
 def start_head(port: int | None = None) -> tuple[str, int]:
     """``ray start --head`` with Ray's dashboard (on 8265, or a free port if another head has it);
     returns the new head's address and the dashboard's port."""
+    gcs = port or 6379  # Ray's default
+    if not _free(gcs):  # else `ray start` fails with a session-name mismatch that says nothing useful
+        raise NotRunningError(
+            f"port {gcs} is taken, by a Ray head this machine has no record of (`ray start` records "
+            f"the head it starts; a `ray stop` elsewhere can remove that record) or by another program: "
+            f"join it with --address 127.0.0.1:{gcs} (or RAY_ADDRESS), start a head on another port "
+            f"with --ray-port, or stop it (`ray stop`)")
     ray_bin = shutil.which("ray", path=os.path.dirname(sys.executable)) or "ray"
     dashboard = 8265 if _free(8265) else _any_free_port()
     cmd = [ray_bin, "start", "--head", "--disable-usage-stats", f"--dashboard-port={dashboard}"]

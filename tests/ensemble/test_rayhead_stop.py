@@ -31,3 +31,21 @@ def test_a_zombie_is_not_running_and_a_live_process_is() -> None:
         child.kill()
         child.wait()
     assert not _running(child.pid)  # reaped: gone from /proc
+
+
+def test_starting_a_head_on_a_taken_port_says_how_to_join_it_instead() -> None:
+    # A head whose record a `ray stop` elsewhere removed still holds its port; `ray start` then
+    # failed with "Session name ... does not match persisted value".
+    import socket
+
+    import pytest
+
+    from zabray.errors import NotRunningError
+    from zabray.rayhead import start_head
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(NotRunningError, match=f"port {port} is taken.*--address 127.0.0.1:{port}"):
+            start_head(port)
