@@ -348,7 +348,7 @@ class FaultInjector:
     async def _apply(self, step: sched.Step, sids: list[int]) -> None:
         rest = [s for s in self.members if s not in sids]
         f = step.fault
-        if f == "kill":
+        if f in ("kill", "wipe"):
             for s in sids:
                 await self._try(self.kill(s))
         elif f == "pause":
@@ -379,12 +379,12 @@ class FaultInjector:
         elif f == "slow-fsync":
             for s in sids:
                 await self._try(self.disk(s, "clear"))
-        elif f in ("kill", "crash-point", "fsync-fail", "lose-unsynced"):
+        elif f in ("kill", "crash-point", "fsync-fail", "lose-unsynced", "wipe"):
             for s in sids:
-                h = await self._handle(s)
+                h = await self._handle(s, "skip")
                 if h is not None and f == "crash-point":
                     await self._try(h.arm_crash.remote("recv:PING", 1 << 62))  # disarm: never fires
-                await self._try(self.restart(s))
+                await self._try(self.restart(s, fresh=f == "wipe"))
 
     async def _try(self, coro: Any) -> None:
         try:

@@ -42,7 +42,10 @@ FAULT_KINDS = {
     "fsync-fail": "the target's next fdatasync fails: it must stop; restarted after `hold`",
     "slow-fsync": "every fdatasync of the target waits `delay_ms`; undone after `hold`",
     "lose-unsynced": "a power cut: the target dies losing everything not yet fsynced; restarted after `hold`",
+    "wipe": "the target dies and its disk is emptied; after `hold` it restarts fresh, counting in no quorum "
+            "until a leader has rebuilt it (one replica: target leader, follower or random)",
 }
+ONE_REPLICA = ("leader", "follower", "random")
 TARGETS = ("leader", "follower", "minority", "majority", "random", "all")
 DEFAULT_POINTS = ("recv:PROPOSAL", "send-before:ACK", "persist-before:txns", "persist-after:txns",
                   "recv:NEWLEADER", "persist-after:current-epoch", "send-before:ACKEPOCH", "recv:COMMIT")
@@ -94,6 +97,9 @@ def _step(d: dict[str, Any], at: float, where: str) -> Step:
     target = d.get("target", "random")
     if not (target in TARGETS or (isinstance(target, list) and all(isinstance(x, int) for x in target))):
         raise ConfigError(f"{where}: target must be one of {', '.join(TARGETS)} or a list of replica ids")
+    if fault == "wipe" and not (target in ONE_REPLICA or (isinstance(target, list) and len(target) == 1)):
+        raise ConfigError(f"{where}: wipe takes one replica (target {', '.join(ONE_REPLICA)} or one id): with "
+                          "several wiped at once, a quorum holding the acknowledged writes may be gone")
     point = d.get("point")
     if fault == "crash-point":
         from zabray.crashpoints import check_point
@@ -141,6 +147,8 @@ def parse(data: dict[str, Any], seed: int | None = None) -> Schedule:
             t += rng.uniform(lo, hi)
             fault = rng.choices(kinds, weights)[0]
             target = rng.choice(targets)
+            if fault == "wipe" and target not in ONE_REPLICA:
+                target = "random"  # one replica at a time (no draw: the plan stays the seed's)
             hold = rng.uniform(hlo, hhi)
             d = {"fault": fault, "target": target, "hold": hold,
                                  "delay_ms": rng.choice([10, 50, 200])}

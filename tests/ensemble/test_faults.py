@@ -12,7 +12,7 @@ import pytest
 
 from tests.ensemble.conftest import assert_no_loss, converged, wait_until
 from zabray import schedule
-from zabray.errors import NoQuorumError, NotRunningError, UncertainOutcomeError
+from zabray.errors import ConfigError, NoQuorumError, NotRunningError, UncertainOutcomeError
 from zabray.tracefiles import fault_rows
 from zabray.workload import Workload
 
@@ -194,6 +194,22 @@ def test_a_seeded_schedule_of_mixed_faults_loses_nothing_and_replays_the_same_fa
     assert applied == [(s.fault, s.target, s.point) for s in plan.steps]
     assert schedule.parse(SHORT_MIXED, seed=11) == plan != schedule.parse(SHORT_MIXED, seed=12)
     assert len(applied) == 12 and len({f for f, _, _ in applied}) >= 5  # a real mix
+
+
+def test_a_schedule_that_wipes_the_leader_then_a_follower_loses_nothing(start) -> None:  # type: ignore[no-untyped-def]
+    ens = start(3)
+    ens.wait_for_leader(30)
+    wl = Workload(ens, in_flight=50).start()
+    script = [{"at": 0.5, "fault": "wipe", "target": "leader", "hold": 0.5},
+              {"after": 2.0, "fault": "wipe", "target": "follower", "hold": 0.5}]
+    prog = ens.run_schedule({"script": script}, seed=1, timeout=300)
+    result = wl.stop()
+    healthy_after(ens, result)  # every acknowledged write on every replica, the wiped ones rebuilt
+    assert [(e["fault"], e["role"]) for e in prog["log"]] == [("wipe", "leader"), ("wipe", "follower")]
+    assert {r["fault"] for r in fault_rows(ens.info["run_dir"])} >= {"kill", "restart-fresh"}
+    assert not any(s.raw.get("rejoining") for s in ens.status())
+    with pytest.raises(ConfigError, match="wipe takes one replica"):
+        schedule.parse({"script": [{"fault": "wipe", "target": "minority"}]})
 
 
 def _dead(pid: int) -> bool:
