@@ -385,6 +385,20 @@ class FaultInjector:
                 if h is not None and f == "crash-point":
                     await self._try(h.arm_crash.remote("recv:PING", 1 << 62))  # disarm: never fires
                 await self._try(self.restart(s, fresh=f == "wipe"))
+        if f == "wipe":
+            await self._rebuilt(sids)
+
+    async def _rebuilt(self, sids: list[int], timeout: float = 60.0) -> None:
+        """Wait until the wiped ``sids`` are rebuilt (no longer rejoining), as a careful operator
+        would before the next fault: a second wipe while the first is rebuilt could leave no
+        quorum of voters holding the data, and the ensemble rightly stuck for good."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            st = {int(r["sid"]): r for r in await self.controller.status.remote()}
+            if not any(st.get(s, {}).get("rejoining") for s in sids):
+                return
+            await asyncio.sleep(0.1)
+        log.warning("replicas %s not rebuilt %.0f s after their wipe (no leader to sync them?)", sids, timeout)
 
     async def _try(self, coro: Any) -> None:
         try:

@@ -201,7 +201,7 @@ def test_a_schedule_that_wipes_the_leader_then_a_follower_loses_nothing(start) -
     ens.wait_for_leader(30)
     wl = Workload(ens, in_flight=50).start()
     script = [{"at": 0.5, "fault": "wipe", "target": "leader", "hold": 0.5},
-              {"after": 2.0, "fault": "wipe", "target": "follower", "hold": 0.5}]
+              {"after": 0.6, "fault": "wipe", "target": "follower", "hold": 0.5}]  # once rebuilt
     prog = ens.run_schedule({"script": script}, seed=1, timeout=300)
     result = wl.stop()
     healthy_after(ens, result)  # every acknowledged write on every replica, the wiped ones rebuilt
