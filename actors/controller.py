@@ -55,6 +55,7 @@ class EnsembleController:
         self.info: dict[int, dict[str, Any]] = {}
         self.node_of: dict[int, str] = {}
         self.paused: set[int] = set()
+        self.wiped: set[int] = set()  # restarted fresh once: marked rejoining at every start (see restart)
         self.groups: list[list[int]] | None = None
         self.started_at = time.time()
         self._open_faults: dict[tuple[str, str], float] = {}
@@ -308,7 +309,11 @@ class EnsembleController:
             self._fault("arm-crash-point", f"{sid}:{point}#{nth}")
         # A wiped voter must not count until a leader has synced it, or it could help elect a
         # leader without the writes only its old disk held (a lone voter has nobody to wait for).
-        await self._launch(sid, points, holds, rejoining=fresh and sid in self.voters and len(self.voters) > 1)
+        # Marked at every later start too: a process that died before its mark was durable must
+        # not come back counting (the mark is a no-op once a leader has synced it).
+        if fresh and sid in self.voters and len(self.voters) > 1:
+            self.wiped.add(sid)
+        await self._launch(sid, points, holds, rejoining=sid in self.wiped)
         await self._publish_peers()
         if self.groups is not None:
             await self._apply_partition()
