@@ -75,11 +75,13 @@ def test_cli_up_twice_status_faults_errors_down(tmp_path: Path) -> None:
         # it), `up` says how to join the head that still holds the port, and joining works.
         (record,) = Path(raytmp).glob("**/ray_current_cluster")
         record.rename(record.with_suffix(".aside"))
-        port = head.rpartition(":")[2]
-        lost = run("up", "--name", "x", "--config", str(cfg), "--ray-port", port, env=env, check=1)
-        assert f"port {port} is taken" in lost.stderr and f"--address 127.0.0.1:{port}" in lost.stderr, lost.stderr
-        assert "LEADING" in run("status", "--name", "cli", "--address", f"127.0.0.1:{port}", env=env).stdout
-        record.with_suffix(".aside").rename(record)
+        try:  # (put back whatever happens: `down --stop-ray` below finds the head by it)
+            port = head.rpartition(":")[2]
+            lost = run("up", "--name", "x", "--config", str(cfg), "--ray-port", port, env=env, check=1)
+            assert f"port {port} is taken" in lost.stderr and f"--address 127.0.0.1:{port}" in lost.stderr, lost.stderr
+            assert "LEADING" in run("status", "--name", "cli", "--address", f"127.0.0.1:{port}", env=env).stdout
+        finally:
+            record.with_suffix(".aside").rename(record)
         nothing = f"127.0.0.1:{free_port()}"
         bad = run("status", "--name", "cli", "--address", nothing, env=env, check=1)
         assert bad.stderr.strip().splitlines() == [
