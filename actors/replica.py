@@ -249,11 +249,9 @@ class ReplicaServer(FaultHooks, GroupCommit):
         if previous:
             try:
                 return await start(previous)
-            except OSError as e:
-                if e.errno != errno.EADDRINUSE:
-                    raise
-                log.warning("replica %d: its previous %s %d is taken; listening on a new one",
-                            self.sid, key.replace("_", " "), previous)
+            except OSError as e:  # taken meanwhile (or, on another node, not to be had)
+                log.warning("replica %d: cannot listen on its previous %s %d (%s); listening on a new one",
+                            self.sid, key.replace("_", " "), previous, os.strerror(e.errno) if e.errno else e)
         port = base + self.sid if base else 0
         try:
             return await start(port)
