@@ -72,6 +72,17 @@ def test_recovered_and_snap_installed_trees_are_frozen(tmp_path: Path) -> None:
                 await start(sid)
             assert gc.get_threshold()[0] == gc_policy.YOUNG
             await loop.run_in_executor(None, creates, "a", 300)
+            # A durable snapshot of the whole tree on each, whatever the random snapshot points
+            # fell on: the restarted replicas hold the tree before any sync, and the empty replica 3
+            # needs a SNAP (a leader whose log still reached back to zxid 0 would send it a DIFF).
+            # With diff_window 0, a persisted snapshot raises the history's base to its zxid.
+            def applied() -> set[int]:
+                return {int(s.node.applied) for s in servers.values() if s.node is not None}
+            await until(lambda: len(applied()) == 1 and len(servers) == 3, "every replica to apply every txn")
+            for s in servers.values():
+                s.request_snapshot()
+            await until(lambda: all(s.node is not None and s.node.history.base == s.node.applied
+                                    for s in servers.values()), "a snapshot of the whole tree on every replica")
             for s in servers.values():
                 await s.stop()
             servers.clear()
