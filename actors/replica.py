@@ -174,10 +174,14 @@ class ReplicaServer(FaultHooks, GroupCommit):
         if os.nice(0) > 0:
             log.warning("replica %d runs at nice %d: a busy machine will starve it (start Ray with "
                         "RAY_worker_niceness=0 in its environment)", self.sid, os.nice(0))
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.incarnation = next_incarnation(self.data_dir, self.min_incarnation)
-        self.store = DiskStore(self.data_dir / "store", keep_snapshots=self.cfg.keep_snapshots,
-                               fsync=self.cfg.fsync)
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self.incarnation = next_incarnation(self.data_dir, self.min_incarnation)
+            self.store = DiskStore(self.data_dir / "store", keep_snapshots=self.cfg.keep_snapshots,
+                                   fsync=self.cfg.fsync)
+        except OSError as e:  # a path on this node that cannot be made or written: the operator's to fix
+            raise ConfigError(f"replica {self.sid} cannot use its data directory {self.data_dir} (data_dir): "
+                              f"{e.strerror or e}; set data_dir to a writable directory on its node") from None
         if self.rejoining:  # before anything else: a crash from here on still comes back rejoining
             await loop.run_in_executor(self._io, self.store.mark_rejoining)
         durable = await loop.run_in_executor(self._io, self.store.recover)
@@ -190,8 +194,12 @@ class ReplicaServer(FaultHooks, GroupCommit):
         gc_policy.settle()  # the recovered state, out of every later full collection
         if self.run_dir is not None and self.cfg.trace:
             tdir = self.run_dir / "trace"
-            tdir.mkdir(parents=True, exist_ok=True)
-            fh = open(tdir / f"replica-{self.sid}-inc{self.incarnation}.jsonl", "a", buffering=1 << 16)
+            try:
+                tdir.mkdir(parents=True, exist_ok=True)
+                fh = open(tdir / f"replica-{self.sid}-inc{self.incarnation}.jsonl", "a", buffering=1 << 16)
+            except OSError as e:
+                raise ConfigError(f"replica {self.sid} cannot write its trace in {tdir} (run_dir): "
+                                  f"{e.strerror or e}; set run_dir to a writable directory") from None
             self._trace = trace.TraceWriter(fh, run=self.ensemble, src=f"replica-{self.sid}",
                                             replica=self.sid, inc=self.incarnation)
             self._trace.write(trace.StateChange("STARTED", durable.current_epoch, -1), time.time())

@@ -95,18 +95,28 @@ def _address(args: argparse.Namespace) -> str | None:
 
 
 def up(args: argparse.Namespace) -> int:
-    from zabray.config import EnsembleConfig
-    from zabray.ensemble import Ensemble
-    from zabray.rayhead import running_head, start_head
+    from zabray.ensemble import Ensemble, preflight
+    from zabray.rayhead import running_head, start_head, stop_head
 
     overrides = {"service": args.service} if args.service else {}
-    EnsembleConfig.load(args.config, **overrides)  # a bad config fails before a Ray head is started for it
+    preflight(args.config, **overrides)  # a bad config or key file fails before a Ray head is started for it
     address = _address(args)
+    started = None
     if address is None and running_head() is None:
-        head, dash = start_head(args.ray_port)
-        print(f"started a local Ray head at {head}, dashboard http://127.0.0.1:{dash} "
+        started, dash = start_head(args.ray_port)
+        print(f"started a local Ray head at {started}, dashboard http://127.0.0.1:{dash} "
               f"(`zabray down --stop-ray` stops it)")
-    ens = Ensemble.start(args.replicas, args.observers, args.config, name=args.name, address=address, **overrides)
+    try:
+        ens = Ensemble.start(args.replicas, args.observers, args.config, name=args.name, address=address,
+                             **overrides)
+    except ZabError:
+        if started is not None:  # a head started for nothing: leave the machine as it was
+            import ray
+
+            ray.shutdown()
+            stop_head(started)
+            print(f"stopped the Ray head at {started} again", file=sys.stderr)
+        raise
     sid = ens.wait_for_leader(60)
     service = ens.info.get("config", {}).get("service", "broadcast")
     print(f"ensemble {args.name!r} is up ({service}): {args.replicas} voters, {args.observers} observers; "

@@ -106,6 +106,16 @@ def _cause(e: BaseException) -> BaseException:
     return e.as_instanceof_cause() if isinstance(e, ray.exceptions.RayTaskError) else e
 
 
+def preflight(config: str | os.PathLike[str] | dict[str, Any] | None = None,
+              **overrides: Any) -> tuple[EnsembleConfig, Any]:
+    """The config and the ensemble's secret, once everything the driver can check without Ray
+    holds: the keys, the secret file, the TLS files. A ``ConfigError`` names what to fix."""
+    cfg = EnsembleConfig.load(config, **overrides)
+    secret = ensemble_secret(cfg)
+    client_tls(cfg.to_dict())  # the TLS files must load here too, or the driver could not connect
+    return cfg, secret
+
+
 def ensemble_secret(cfg: EnsembleConfig) -> Any:
     """The secret a new ensemble's members share: from ``secret_file``, or fresh (None: auth off)."""
     from zabray.keyfiles import new_secret, read_secret
@@ -209,9 +219,7 @@ class Ensemble(HoldControl):
             raise ConfigError(f"observers must be a non-negative integer, got {observers!r}")
         if not name or not all(c.isalnum() or c in "-_." for c in name):
             raise ConfigError(f"name {name!r}: use letters, digits, '-', '_' or '.'")
-        cfg = EnsembleConfig.load(config, **overrides)
-        secret = ensemble_secret(cfg)
-        client_tls(cfg.to_dict())  # the TLS files must load here too, or the driver could not connect
+        cfg, secret = preflight(config, **overrides)
         init_ray(address)
         import ray
 
@@ -225,7 +233,11 @@ class Ensemble(HoldControl):
         else:
             raise taken
         run = Path(run_dir) if run_dir else Path(cfg.run_dir) / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        run.mkdir(parents=True, exist_ok=True)
+        try:
+            run.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"cannot create the run directory {run} (run_dir): {e.strerror or e}; "
+                              "set run_dir to a writable directory") from None
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         # The controller lives on the driver's node (the head, usually), not on a worker node

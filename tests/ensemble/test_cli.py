@@ -158,7 +158,21 @@ def test_up_with_a_bad_config_starts_no_ray_head(tmp_path: Path) -> None:
     try:
         p = run("up", "--config", str(bad), "--ray-port", str(free_port()), env=env, check=2)
         assert p.stdout == "" and p.stderr.startswith("zabray up: unknown config key 'fsnyc'")
+        # The files it names are read before a head starts too.
+        bad.write_text(f"secret_file: {tmp_path / 'no-such-secret'}\n")
+        p = run("up", "--config", str(bad), "--ray-port", str(free_port()), env=env, check=2)
+        assert p.stdout == "" and p.stderr.startswith("zabray up: config key 'secret_file': cannot read"), p.stderr
         assert not list(Path(raytmp).glob("**/ray_current_cluster")) and not list(Path(raytmp).glob("*/session_*"))
+        # A data directory only a replica can find bad (on its node): one line, and the head
+        # started for it is stopped again.
+        (tmp_path / "file").write_text("")
+        bad.write_text(f"data_dir: {tmp_path / 'file' / 'data'}\nrun_dir: {tmp_path / 'run'}\n")
+        p = run("up", "--config", str(bad), "--ray-port", str(free_port()), env=env, check=2)
+        err = p.stderr.strip().splitlines()
+        assert err[-1].startswith("zabray up: replica ") and "(data_dir): Not a directory; set data_dir" in err[-1], p.stderr
+        assert not any("Traceback" in line for line in err), p.stderr
+        assert err[-2].startswith("stopped the Ray head at "), p.stderr
+        assert run("down", "--stop-ray", env=env, check=None).stdout.strip() == "no local Ray head is running"
     finally:
         if list(Path(raytmp).glob("**/ray_current_cluster")):  # the bug: stop the head it left
             run("down", "--stop-ray", env=env, check=None)

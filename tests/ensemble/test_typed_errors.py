@@ -66,7 +66,7 @@ def test_stop_wipe_deletes_the_data_directories(start, tmp_path) -> None:  # noq
     assert not (tmp_path / "data" / ens.name).exists()
 
 
-def test_a_port_in_use_is_a_config_error_and_leaves_nothing_behind(ray_local, tmp_path) -> None:  # noqa: F811
+def test_a_port_in_use_or_a_bad_data_dir_is_a_config_error_and_leaves_nothing_behind(ray_local, tmp_path) -> None:  # noqa: F811
     import socket
 
     from zabray.ensemble import Ensemble
@@ -81,6 +81,10 @@ def test_a_port_in_use_is_a_config_error_and_leaves_nothing_behind(ray_local, tm
             Ensemble.start(3, name=name, client_port=port - 2, **dirs)  # replica 2 listens on base + 2
         msg = one_line(e, ConfigError)
         assert f"127.0.0.1:{port} (client_port): Address already in use; set client_port" in msg, msg
+    (tmp_path / "file").write_text("")  # a data directory no replica can create
+    with pytest.raises(ConfigError) as e:
+        Ensemble.start(3, name=name, data_dir=str(tmp_path / "file" / "data"), run_dir=dirs["run_dir"])
+    assert "(data_dir): Not a directory; set data_dir to a writable directory" in one_line(e, ConfigError)
     # Nothing of the failed start lingers: the controller's and the replicas' names are free again.
     ens = Ensemble.start(3, name=name, **dirs)
     try:
