@@ -27,14 +27,17 @@ def write_secret(path: str | os.PathLike[str], *, force: bool = False) -> Path:
     p = Path(path)
     if p.exists() and not force:
         raise ConfigError(f"{p} exists; pass --force to replace it (every replica must then restart with it)")
-    p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(p.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(secrets.token_hex(SECRET_BYTES) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, p)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_hex(SECRET_BYTES) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except OSError as e:
+        raise ConfigError(f"cannot write a secret to {p}: {e.strerror or e}") from None
     return p
 
 

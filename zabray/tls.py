@@ -88,8 +88,11 @@ def make_certs(out: str | os.PathLike[str], names: list[str], *, days: int = 825
     if not names:
         raise ConfigError("name at least one certificate to make (e.g. node client)")
     d = Path(out)
-    d.mkdir(parents=True, exist_ok=True)
-    os.chmod(d, 0o700)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        os.chmod(d, 0o700)
+    except OSError as e:
+        raise ConfigError(f"cannot make the certificate directory {d}: {e.strerror or e}") from None
     made: dict[str, Path] = {}
     if not (d / "ca.pem").exists():
         _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",

@@ -84,3 +84,14 @@ def test_cli_makes_a_secret_and_certificates_that_load(tmp_path: Path, capsys: p
     r = subprocess.run(["openssl", "verify", "-CAfile", "ca.pem", "n3.pem"], cwd=tmp_path / "tls",
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_cli_says_in_one_line_where_it_cannot_write(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A path under a regular file can be neither made nor written: exit 2 and one line, no traceback.
+    (tmp_path / "file").write_text("")
+    assert main(["secret", str(tmp_path / "file" / "sec")]) == 2
+    assert main(["certs", str(tmp_path / "file" / "tls"), "node"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2, err
+    assert err[0].startswith(f"zabray secret: cannot write a secret to {tmp_path / 'file' / 'sec'}: "), err
+    assert err[1].startswith(f"zabray certs: cannot make the certificate directory {tmp_path / 'file' / 'tls'}: "), err
