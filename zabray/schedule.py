@@ -79,12 +79,25 @@ class Schedule:
         return max((s.at + s.hold for s in self.steps), default=0.0)
 
 
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 and v == v  # NaN fails v == v
+
+
 def _pair(v: Any, key: str) -> tuple[float, float]:
-    if isinstance(v, (int, float)):
+    if _is_num(v):
         return float(v), float(v)
-    if isinstance(v, list) and len(v) == 2 and all(isinstance(x, (int, float)) for x in v) and v[0] <= v[1]:
+    if isinstance(v, list) and len(v) == 2 and all(_is_num(x) for x in v) and v[0] <= v[1]:
         return float(v[0]), float(v[1])
-    raise ConfigError(f"schedule key {key!r} must be a number or [low, high], got {v!r}")
+    raise ConfigError(f"schedule key {key!r} must be a number >= 0 or [low, high], got {v!r}")
+
+
+def _num(d: dict[str, Any], key: str, default: float, where: str, *, integer: bool = False, least: float = 0) -> Any:
+    """``d[key]`` (or ``default``) checked to be a number (an integer if asked) of at least ``least``."""
+    v = d.get(key, default)
+    if not _is_num(v) or (integer and not isinstance(v, int)) or v < least:
+        kind = "an integer" if integer else "a number"
+        raise ConfigError(f"{where}: {key!r} must be {kind} >= {least:g}, got {v!r}")
+    return v
 
 
 def _step(d: dict[str, Any], at: float, where: str) -> Step:
@@ -108,8 +121,8 @@ def _step(d: dict[str, Any], at: float, where: str) -> Step:
             raise ConfigError(f"{where}: a crash-point step needs `point` (see `zabray faults points`)")
         check_point(point)
     return Step(at=at, fault=fault, target=target if isinstance(target, str) else ",".join(map(str, target)),
-                hold=float(d.get("hold", 1.0)), delay_ms=float(d.get("delay_ms", 50.0)), point=point,
-                nth=int(d.get("nth", 1)))
+                hold=float(_num(d, "hold", 1.0, where)), delay_ms=float(_num(d, "delay_ms", 50.0, where)),
+                point=point, nth=_num(d, "nth", 1, where, integer=True, least=1))
 
 
 def parse(data: dict[str, Any], seed: int | None = None) -> Schedule:
@@ -127,21 +140,40 @@ def parse(data: dict[str, Any], seed: int | None = None) -> Schedule:
     for i, d in enumerate(data.get("script") or []):
         if not isinstance(d, dict):
             raise ConfigError(f"script step {i + 1}: must be a mapping")
-        t = float(d["at"]) if "at" in d else t + float(d.get("after", 1.0))
+        where = f"script step {i + 1}"
+        t = float(_num(d, "at", 0, where)) if "at" in d else t + float(_num(d, "after", 1.0, where))
         steps.append(_step(d, t, f"script step {i + 1}"))
     r = data.get("random")
     if r:
-        n = int(r.get("steps", 10))
+        if not isinstance(r, dict):
+            raise ConfigError("schedule key 'random' must be a mapping (steps, interval, hold, mix, targets, points)")
+        unknown = set(r) - {"steps", "interval", "hold", "mix", "targets", "points"}
+        if unknown:
+            raise ConfigError(f"random: unknown key {sorted(unknown)[0]!r} "
+                              "(known: steps, interval, hold, mix, targets, points)")
+        n = _num(r, "steps", 10, "random", integer=True)
         lo, hi = _pair(r.get("interval", [0.5, 2.0]), "interval")
         hlo, hhi = _pair(r.get("hold", [0.5, 2.0]), "hold")
         mix = r.get("mix") or {k: 1 for k in ("kill", "pause", "partition", "crash-point")}
+        if not isinstance(mix, dict):
+            raise ConfigError(f"random.mix must map fault kinds to weights, got {mix!r}")
         bad = [k for k in mix if k not in FAULT_KINDS]
         if bad:
             raise ConfigError(f"random.mix: unknown fault {bad[0]!r}")
+        for k in mix:
+            _num(mix, k, 0, "random.mix")
+        if not any(mix.values()):
+            raise ConfigError("random.mix: every weight is 0; give at least one fault a weight above 0")
         targets = r.get("targets") or ["leader", "follower", "minority", "random"]
-        if any(x not in TARGETS for x in targets):
+        if not isinstance(targets, list) or any(x not in TARGETS for x in targets):
             raise ConfigError(f"random.targets: choose from {', '.join(TARGETS)}")
         points = r.get("points") or list(DEFAULT_POINTS)
+        if not isinstance(points, list):
+            raise ConfigError(f"random.points must be a list of crash points, got {points!r}")
+        from zabray.crashpoints import check_point
+
+        for pt in points:
+            check_point(pt)
         kinds, weights = list(mix), [float(mix[k]) for k in mix]
         for i in range(n):
             t += rng.uniform(lo, hi)

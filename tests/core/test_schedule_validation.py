@@ -1,0 +1,49 @@
+"""A fault schedule with a typo or an impossible value is refused whole, in one line naming the
+key, before anything runs: a misspelt key silently ignored, or a negative step count running
+no faults at all, would make a run look like it survived faults it never had."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zabray import schedule
+from zabray.errors import ConfigError
+
+BAD: list[tuple[Any, str]] = [
+    ({"random": {"stepz": 3}}, "random: unknown key 'stepz'"),
+    ({"random": {"steps": -3}}, "random: 'steps' must be an integer >= 0, got -3"),
+    ({"random": {"steps": "many"}}, "random: 'steps' must be an integer >= 0"),
+    ({"random": {"steps": 2.5}}, "random: 'steps' must be an integer >= 0"),
+    ({"random": 5}, "schedule key 'random' must be a mapping"),
+    ({"random": {"mix": {"kill": -1}}}, "random.mix: 'kill' must be a number >= 0"),
+    ({"random": {"mix": {"kill": 0, "pause": 0}}}, "random.mix: every weight is 0"),
+    ({"random": {"mix": ["kill"]}}, "random.mix must map fault kinds to weights"),
+    ({"random": {"points": ["recv:PROPOSAL", "bogus"]}}, "unknown crash point 'bogus'"),
+    ({"random": {"hold": [-1, 2]}}, "schedule key 'hold' must be a number >= 0 or [low, high]"),
+    ({"random": {"interval": [2, 1]}}, "schedule key 'interval' must be a number >= 0 or [low, high]"),
+    ({"script": [{"at": -1, "fault": "kill"}]}, "script step 1: 'at' must be a number >= 0"),
+    ({"script": [{"at": "soon", "fault": "kill"}]}, "script step 1: 'at' must be a number >= 0"),
+    ({"script": [{"fault": "kill"}, {"after": -1, "fault": "kill"}]}, "script step 2: 'after' must be"),
+    ({"script": [{"fault": "kill", "hold": -2}]}, "script step 1: 'hold' must be a number >= 0"),
+    ({"script": [{"fault": "delay", "delay_ms": True}]}, "script step 1: 'delay_ms' must be a number"),
+    ({"script": [{"fault": "crash-point", "point": "recv:PROPOSAL", "nth": 0}]},
+     "script step 1: 'nth' must be an integer >= 1"),
+]
+
+
+@pytest.mark.parametrize("data, message", BAD)
+def test_a_bad_schedule_is_one_config_error_naming_the_key(data: Any, message: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        schedule.parse(data)
+    assert message in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_the_shipped_schedules_parse_into_the_steps_they_ask_for() -> None:
+    for path in sorted(Path(__file__).parents[2].glob("configs/faults/*.yaml")):
+        plan = schedule.load(path)
+        assert plan.steps and all(s.hold >= 0 and s.nth >= 1 for s in plan.steps), path
+    s = schedule.parse({"random": {"steps": 0}})
+    assert s.steps == ()  # zero faults is allowed: a workload alone
