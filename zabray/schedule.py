@@ -45,6 +45,9 @@ FAULT_KINDS = {
     "wipe": "the target dies and its disk is emptied; after `hold` it restarts fresh, counting in no quorum "
             "until a leader has rebuilt it (one replica: target leader, follower or random)",
 }
+WORKLOAD_KEYS = ("in_flight", "size", "sessions", "keys")
+"""The write load beside the faults (``zabray faults run``): writes in flight, value bytes, and,
+with ``--histories``, the register workload's sessions and keys."""
 ONE_REPLICA = ("leader", "follower", "random")
 TARGETS = ("leader", "follower", "minority", "majority", "random", "all")
 DEFAULT_POINTS = ("recv:PROPOSAL", "send-before:ACK", "persist-before:txns", "persist-after:txns",
@@ -193,7 +196,12 @@ def parse(data: dict[str, Any], seed: int | None = None) -> Schedule:
     final = data.get("final", "heal-and-restart-all")
     if final != "heal-and-restart-all":
         raise ConfigError("schedule key 'final' supports only heal-and-restart-all")
-    return Schedule(seed=seed, steps=tuple(steps), final=final, workload=dict(data.get("workload") or {}))
+    workload = data.get("workload") or {}
+    if not isinstance(workload, dict) or set(workload) - set(WORKLOAD_KEYS):
+        raise ConfigError(f"schedule key 'workload' takes {', '.join(WORKLOAD_KEYS)}, got {workload!r}")
+    for k in workload:
+        _num(workload, k, 1, "workload", integer=True, least=1)
+    return Schedule(seed=seed, steps=tuple(steps), final=final, workload=dict(workload))
 
 
 def load(path: str | Path, seed: int | None = None) -> Schedule:

@@ -31,6 +31,8 @@ BAD: list[tuple[Any, str]] = [
     ({"script": [{"fault": "delay", "delay_ms": True}]}, "script step 1: 'delay_ms' must be a number"),
     ({"script": [{"fault": "crash-point", "point": "recv:PROPOSAL", "nth": 0}]},
      "script step 1: 'nth' must be an integer >= 1"),
+    ({"workload": {"in_fligth": 10}}, "schedule key 'workload' takes in_flight, size, sessions, keys"),
+    ({"workload": {"size": 0}}, "workload: 'size' must be an integer >= 1, got 0"),
 ]
 
 
