@@ -9,6 +9,7 @@ order; the replicas a role names are resolved only when the step runs. Every fau
 the run ends by healing everything and restarting every replica that is down.
 
     seed: 7
+    workload: {in_flight: 100, size: 1024}   # `zabray faults run`'s writes (also sessions, keys)
     random:
       steps: 20
       interval: [0.5, 1.5]      # seconds between steps
