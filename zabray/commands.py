@@ -86,7 +86,23 @@ def _ens(args: argparse.Namespace) -> Any:
         if not ray.is_initialized():
             raise NotRunningError("no Ray cluster is running on this machine: `zabray up` starts one with an "
                                   "ensemble (or pass --address / set RAY_ADDRESS)")
-    return Ensemble.connect(args.name, address=address)
+    ens = Ensemble.connect(args.name, address=address)
+    _exit_on_sigterm()
+    return ens
+
+
+def _exit_on_sigterm() -> None:
+    """A SIGTERM (``kill``, ``timeout``, a job runner) ends the command as Ctrl-C would: through
+    its ``finally`` blocks (a session closed, so its ephemeral znodes go at once), exit 143.
+    Installed once Ray is up, since joining Ray replaces the handler with one that dumps stacks."""
+    import signal
+    import threading
+
+    def _terminated(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminated)
 
 
 def _address(args: argparse.Namespace) -> str | None:

@@ -11,7 +11,6 @@ import threading
 
 import pytest
 
-from tests.ensemble.conftest import wait_until
 from zabray.cli import main
 
 pytestmark = pytest.mark.ray
@@ -82,7 +81,10 @@ def test_cli_watch_prints_each_change(zk, capsys) -> None:
     assert len(lines) == 2 and all(ln.split()[1] == "/watched" and ":" in ln.split()[2] for ln in lines)
 
 
-def test_cli_ephemeral_lives_as_long_as_the_command(zk) -> None:
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 0), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_cli_ephemeral_lives_as_long_as_the_command(zk, sig: int, code: int) -> None:
+    # Ctrl-C ends the hold; so does a SIGTERM (kill, timeout), which Ray's own handler turned
+    # into a stack dump and an exit that left the session to expire.
     import ray
 
     env = dict(os.environ)
@@ -104,11 +106,12 @@ def test_cli_ephemeral_lives_as_long_as_the_command(zk) -> None:
         assert proc.poll() is None, (seen, proc.communicate())
         st = s.exists("/eph")
         assert st is not None and st.ephemeral_owner != 0
-        proc.send_signal(signal.SIGINT)  # Ctrl-C: the command ends, its session closes
+        proc.send_signal(sig)  # the command ends, and closes its session as it goes
         out, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0, err
-        assert out.strip() == "/eph"
-        wait_until(lambda: s.exists("/eph") is None, 60, "the ephemeral znode to go with its session")
+        assert proc.returncode == code, err
+        assert out.strip() == "/eph" and "SIGTERM received" not in err, err
+        s.sync("/")
+        assert s.exists("/eph") is None  # closed, not left to expire
     finally:
         if proc.poll() is None:
             proc.kill()
