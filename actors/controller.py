@@ -238,7 +238,7 @@ class EnsembleController:
 
     def _check(self, sid: int) -> None:
         if sid not in self.members:
-            raise ConfigError(f"no replica {sid} in ensemble {self.name!r} (replicas are {self.members})")
+            raise ConfigError(f"no replica {sid!r} in ensemble {self.name!r} (replicas are {self.members})")
 
     async def kill(self, sid: int) -> None:
         """The replica's process is dead when this returns; its disk is kept.
@@ -356,7 +356,7 @@ class EnsembleController:
         flat = [s for g in groups for s in g]
         unknown = sorted(set(flat) - set(self.members))
         if unknown:
-            raise ConfigError(f"partition names unknown replica(s) {', '.join(map(str, unknown))}; "
+            raise ConfigError(f"partition names unknown replica(s) {', '.join(map(repr, unknown))}; "
                               f"ensemble {self.name!r} has replicas {self.members}")
         twice = sorted({s for s in flat if flat.count(s) > 1})
         if twice:

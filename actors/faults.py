@@ -144,7 +144,7 @@ class FaultInjector:
         await self._membership()
         unknown = sorted({s for g in groups for s in g} - set(self.members))
         if unknown:
-            raise ConfigError(f"no replica {', '.join(map(str, unknown))} in ensemble {self.name!r} "
+            raise ConfigError(f"no replica {', '.join(map(repr, unknown))} in ensemble {self.name!r} "
                               f"(replicas are {self.members})")
 
     async def _shape(self, src: list[int], dst: list[int], delay_ms: float | None) -> None:
@@ -262,7 +262,7 @@ class FaultInjector:
         for one that is down."""
         await self._membership()
         if sid not in self.members:
-            raise ConfigError(f"no replica {sid} in ensemble {self.name!r} (replicas are {self.members})")
+            raise ConfigError(f"no replica {sid!r} in ensemble {self.name!r} (replicas are {self.members})")
         h = await self._handle(sid)
         if h is None:
             raise NotRunningError(f"replica {sid} is not running")

@@ -285,6 +285,10 @@ class EnsembleClient:
         ``replica`` aims the write at that replica (a follower forwards it to its leader);
         a refusal is retried there, never on another replica.
         """
+        if type(value) is not bytes:  # anything else fails in the encoder, taking the connection with it
+            if not isinstance(value, (bytearray, memoryview)):
+                raise ConfigError(f"submit takes bytes, got {type(value).__name__}")
+            value = bytes(value)
         if len(value) >= DEFAULT_MAX_FRAME:  # its frame holds the value and a few bytes more
             raise CodecError(f"a value of {len(value):,} bytes is too large: a client frame holds at most "
                              f"{DEFAULT_MAX_FRAME:,} bytes, the value included")

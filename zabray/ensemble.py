@@ -106,6 +106,13 @@ def _cause(e: BaseException) -> BaseException:
     return e.as_instanceof_cause() if isinstance(e, ray.exceptions.RayTaskError) else e
 
 
+def _value(value: Any, what: str = "submit") -> bytes:
+    """A write's value as bytes; ``ConfigError`` for anything else (a str has no one encoding)."""
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise ConfigError(f"{what} takes bytes, got {type(value).__name__}")
+    return bytes(value)
+
+
 def preflight(config: str | os.PathLike[str] | dict[str, Any] | None = None,
               **overrides: Any) -> tuple[EnsembleConfig, Any]:
     """The config and the ensemble's secret, once everything the driver can check without Ray
@@ -527,24 +534,26 @@ class Ensemble(HoldControl):
         a refusal is retried there until ``timeout``; ``NotRunningError`` if it cannot be reached)
         instead of the leader. ``service: broadcast`` only (``ConfigError`` on a ZooKeeper
         ensemble: use a session)."""
-        if not isinstance(value, (bytes, bytearray)):
-            raise ConfigError(f"submit takes bytes, got {type(value).__name__}")
+        value = _value(value)
         self._check_raw()
         self._check_replica(replica)
         loop, client = self._ensure_client()
-        return loop.run(client.submit(bytes(value), timeout, replica))
+        return loop.run(client.submit(value, timeout, replica))
 
     async def submit_async(self, value: bytes, timeout: float = 10.0, *, replica: int | None = None) -> Zxid:
         """``submit`` for coroutines; many may be in flight at once."""
+        value = _value(value)
         self._check_raw()
         self._check_replica(replica)
         loop, client = self._ensure_client()
-        fut = asyncio.run_coroutine_threadsafe(client.submit(bytes(value), timeout, replica), loop.loop)
+        fut = asyncio.run_coroutine_threadsafe(client.submit(value, timeout, replica), loop.loop)
         return await asyncio.wrap_future(fut)
 
     def submit_many(self, values: list[bytes], timeout: float = 30.0, *,
                     replica: int | None = None) -> list[Zxid | BaseException]:
-        """Submit all at once (pipelined); one result or exception per value, in order."""
+        """Submit all at once (pipelined); one result or exception per value, in order. A value
+        that is not bytes is a ``ConfigError`` before any is sent."""
+        values = [_value(v, f"submit_many: value {i}") for i, v in enumerate(values)]
         self._check_raw()
         self._check_replica(replica)
         loop, client = self._ensure_client()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
@@ -26,6 +27,18 @@ def test_controller_and_injector_errors_are_typed_one_liners(start) -> None:  # 
     with pytest.raises(ConfigError) as e:
         ens.kill(9)
     assert one_line(e, ConfigError) == f"no replica 9 in ensemble {ens.name!r} (replicas are [1, 2, 3])"
+    with pytest.raises(ConfigError) as e:
+        ens.kill("1")  # type: ignore[arg-type]
+    assert one_line(e, ConfigError).startswith("no replica '1' in ensemble")  # not "no replica 1 ... [1, 2, 3]"
+    # A value that is not bytes is refused before anything is sent: in submit_many it used to
+    # reach the encoder, which dropped the client's connection and made every write uncertain.
+    with pytest.raises(ConfigError) as e:
+        ens.submit_many([b"fine", "text"])  # type: ignore[list-item]
+    assert one_line(e, ConfigError) == "submit_many: value 1 takes bytes, got str"
+    with pytest.raises(ConfigError, match="submit takes bytes, got str"):
+        asyncio.run(ens.submit_async("text"))  # type: ignore[arg-type]
+    results = ens.submit_many([b"a", bytearray(b"b"), memoryview(b"c")])  # bytes-like values are fine
+    assert all(isinstance(z, int) for z in results), results
     with pytest.raises(ConfigError) as e:
         ens.restart(1)
     assert one_line(e, ConfigError) == "replica 1 is running; kill it before restarting it"
