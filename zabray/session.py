@@ -35,6 +35,7 @@ from zabray.batching import BatchingProtocol
 from zabray.errors import CodecError, ConfigError, NoQuorumError, UncertainOutcomeError, ZabError
 from zabray.framing import FrameDecoder
 from zabray.tree import (
+    BadArgumentsError,
     BadVersionError,
     Check,
     Create,
@@ -47,6 +48,7 @@ from zabray.tree import (
     Stat,
     ZooKeeperError,
     error_for_code,
+    validate_path,
 )
 from zabray.zk import client_session as cs
 from zabray.zk import messages as zm
@@ -54,6 +56,13 @@ from zabray.zk import messages as zm
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+def _data(data: Any) -> bytes:
+    """A znode's data as bytes; ``BadArgumentsError`` for anything else (a str has no one encoding)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise BadArgumentsError(f"znode data must be bytes, got {type(data).__name__}")
+    return bytes(data)
 
 __all__ = ["Session", "ConnectionLossError", "NotReadyError", "WatchDispatchError", "WatchedEvent", "Create",
            "Delete", "SetData", "Check", "Stat", "NoNodeError", "NodeExistsError", "BadVersionError",
@@ -473,6 +482,9 @@ class Session:
 
     async def _acall(self, op: zm.ClientOp, watch: Callback | None) -> tuple[Any, int, int]:
         """Run ``op`` through the session; (value, zxid, notifications received before it)."""
+        path = getattr(op, "path", None)
+        if path is not None:  # as ZooKeeper's client does, before anything is sent
+            validate_path(path, sequential=bool(getattr(op, "sequential", False)))
         fut: cf.Future[Any] = cf.Future()
         self._lt.loop.call_soon_threadsafe(self._shell.call, op, watch, fut)
         try:
@@ -504,11 +516,11 @@ class Session:
 
     def create(self, path: str, data: bytes = b"", ephemeral: bool = False, sequential: bool = False) -> str:
         """Create ``path``; returns the created path (with the sequence suffix if sequential)."""
-        return self._run(Create(path, bytes(data), bool(ephemeral), bool(sequential)), _same)
+        return self._run(Create(path, _data(data), bool(ephemeral), bool(sequential)), _same)
 
     async def create_async(self, path: str, data: bytes = b"", ephemeral: bool = False,
                            sequential: bool = False) -> str:
-        return await self._arun(Create(path, bytes(data), bool(ephemeral), bool(sequential)), _same)
+        return await self._arun(Create(path, _data(data), bool(ephemeral), bool(sequential)), _same)
 
     def get(self, path: str, watch: Callback | None = None) -> tuple[bytes, Stat]:
         return self._run(zm.GetData(path, watch is not None), lambda v, z: (v[0], Stat(*v[1])), watch)
@@ -529,10 +541,10 @@ class Session:
         return await self._arun(zm.GetChildren(path, watch is not None), lambda v, z: list(v[0]), watch)
 
     def set(self, path: str, data: bytes, version: int = -1) -> Stat:
-        return self._run(SetData(path, bytes(data), int(version)), lambda v, z: Stat(*v))
+        return self._run(SetData(path, _data(data), int(version)), lambda v, z: Stat(*v))
 
     async def set_async(self, path: str, data: bytes, version: int = -1) -> Stat:
-        return await self._arun(SetData(path, bytes(data), int(version)), lambda v, z: Stat(*v))
+        return await self._arun(SetData(path, _data(data), int(version)), lambda v, z: Stat(*v))
 
     def delete(self, path: str, version: int = -1) -> None:
         self._run(Delete(path, int(version)), _same)

@@ -37,6 +37,19 @@ def test_every_call_and_error(zk) -> None:
             s.create("/nope/child")
         with pytest.raises(BadArgumentsError):
             s.create("no-slash")
+        # Checked before anything is sent, as ZooKeeper's client does: a str value used to be a
+        # bare TypeError, a bytes path a NoNodeError about a parent "b'", a read of a relative path
+        # a NoNodeError.
+        bad = [(lambda: s.create("/api2", "text"), "znode data must be bytes, got str"),  # type: ignore[arg-type]
+               (lambda: s.set("/api", None), "znode data must be bytes, got NoneType"),  # type: ignore[arg-type]
+               (lambda: s.create(b"/api2", b""), "path must be a string, got bytes"),  # type: ignore[arg-type]
+               (lambda: s.create("/api/.", b""), "relative path component '.'"),
+               (lambda: s.get("/api/"), "path must not end with '/'"),
+               (lambda: s.children("relative"), "path must be absolute"),
+               (lambda: s.exists("//x"), "empty path component")]
+        for call, message in bad:
+            with pytest.raises(BadArgumentsError, match=message):
+                call()
         data, st = s.get("/api")
         assert data == b"root" and st.version == 0 and st.ephemeral_owner == 0
         with pytest.raises(NoNodeError):
