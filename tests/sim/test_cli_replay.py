@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -33,3 +34,23 @@ def test_the_printed_replay_reproduces_the_first_failing_seed(monkeypatch: pytes
     assert main(shlex.split(replay.group(1))) == 1
     again = capsys.readouterr().out
     assert f"seed {first.group(1)}: {first.group(2)} at step {first.group(3)}:" in again, again
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--fault-rate", "2"], "--fault-rate is a share of steps, from 0 to 1; got 2"),
+    (["--fault-rate", "-0.1"], "--fault-rate is a share of steps, from 0 to 1; got -0.1"),
+    (["--jobs", "0"], "--jobs must be >= 1"),
+    (["--service", "zookeeper", "--clients", "0"], "--clients must be >= 1"),
+    (["--trace-dir", "{file}/trace"], "--trace-dir: cannot create {file}/trace: "),
+    (["--export-scenario", "{file}/x.yaml"], "--export-scenario: cannot write {file}/x.yaml: "),
+])
+def test_bad_sim_arguments_exit_2_with_one_line(args: list[str], message: str, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    # A fault rate of 2 or -0.1 used to run (as 1 or 0) without a word; a path that cannot be
+    # written was a traceback; --clients 0 exited 1, the code for a run that found a violation.
+    (tmp_path / "file").write_text("")
+    args = [a.replace("{file}", str(tmp_path / "file")) for a in args]
+    assert main(["sim", "--seeds", "1", "--steps", "20", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("zabray sim: " + message.replace("{file}", str(tmp_path / "file"))), err
+    assert "\n" not in err, err

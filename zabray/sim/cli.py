@@ -58,6 +58,12 @@ def _options(args: argparse.Namespace) -> SimOptions:
         raise ConfigError(f"unknown fault {bad[0]!r}; choose from {', '.join(FAULTS)} or 'none'")
     if args.replicas < 1 or args.observers < 0 or args.seeds < 1 or args.steps < 0:
         raise ConfigError("--replicas and --seeds must be >= 1, --observers and --steps >= 0")
+    if not 0.0 <= args.fault_rate <= 1.0:
+        raise ConfigError(f"--fault-rate is a share of steps, from 0 to 1; got {args.fault_rate:g}")
+    if args.jobs < 1:
+        raise ConfigError("--jobs must be >= 1")
+    if args.service == "zookeeper" and args.clients < 1:
+        raise ConfigError("--clients must be >= 1")
     return SimOptions(voters=args.replicas, observers=args.observers, steps=args.steps, faults=faults,
                       fault_rate=args.fault_rate)
 
@@ -91,12 +97,15 @@ def run(args: argparse.Namespace) -> int:
         return _export(args, opts)
     zk = None
     if args.service == "zookeeper":
-        if args.clients < 1:
-            raise SystemExit("zabray sim: --clients must be >= 1")
         from zabray.sim.zksim import ZkSimOptions
 
         zk = ZkSimOptions(clients=args.clients)
     trace_dir = str(args.trace_dir) if args.trace_dir else None
+    if trace_dir is not None:
+        try:
+            Path(trace_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"--trace-dir: cannot create {trace_dir}: {e.strerror or e}") from None
     started = time.monotonic()
     if args.timeline:
         result = _one(args.seed, opts, trace_dir, True, zk)
@@ -200,7 +209,10 @@ def _export(args: argparse.Namespace, opts: SimOptions) -> int:
         raise ConfigError("--export-scenario: scenarios drive the broadcast service; drop --service zookeeper")
     argv = (f"zabray sim --seed {args.seed} --replicas {args.replicas} --steps {args.steps} "
             f"--faults {','.join(opts.faults) or 'none'} --fault-rate {args.fault_rate:g}")
-    ex = write(args.export_scenario, args.seed, opts, argv=argv)
+    try:
+        ex = write(args.export_scenario, args.seed, opts, argv=argv)
+    except OSError as e:
+        raise ConfigError(f"--export-scenario: cannot write {args.export_scenario}: {e.strerror or e}") from None
     r = ex.result
     print(f"seed {args.seed}: {r.steps} steps, {'no violation' if r.ok else f'violation {r.violations[0].prop}'}; "
           f"exported {len(ex.scenario['steps'])} scenario steps to {args.export_scenario}: {ex.kills} kill(s), "
