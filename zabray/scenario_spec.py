@@ -126,19 +126,21 @@ class Scenario:
 
 
 class _Where:
-    def __init__(self, name: str, index: int, kind: str) -> None:
+    def __init__(self, name: str, index: int, kind: str, replicas: int) -> None:
         self.text = f"scenario {name!r}: step {index + 1} ({kind})"
+        self.replicas = replicas
 
     def bad(self, key: str, why: str) -> ConfigError:
         return ConfigError(f"{self.text}: {key}: {why}")
 
 
 def _sid(v: Any, names: set[str], w: _Where, key: str) -> Sid:
-    if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+    if isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= w.replicas:
         return int(v)
     if isinstance(v, str) and v in names:
         return v
-    raise w.bad(key, f"expected a sid or a name bound earlier ({', '.join(sorted(names)) or 'none bound'}), got {v!r}")
+    raise w.bad(key, f"expected a sid (1 to {w.replicas}) or a name bound earlier "
+                     f"({', '.join(sorted(names)) or 'none bound'}), got {v!r}")
 
 
 def _sids(v: Any, names: set[str], w: _Where, key: str) -> list[Sid] | None:
@@ -274,12 +276,12 @@ def _condition(d: Any, names: set[str], writes: set[str], w: _Where, timeout_ok:
     return Condition(what, tuple(sorted(args.items())), negate), float(timeout)
 
 
-def _step(i: int, raw: Any, name: str, names: set[str], writes: set[str], holds: set[str]) -> Step:
+def _step(i: int, raw: Any, name: str, replicas: int, names: set[str], writes: set[str], holds: set[str]) -> Step:
     if not isinstance(raw, dict) or len(raw) != 1:
         raise ConfigError(f"scenario {name!r}: step {i + 1}: expected a mapping with one key "
                           f"({', '.join(STEP_KINDS)}), got {raw!r}")
     kind, v = next(iter(raw.items()))
-    w = _Where(name, i, str(kind))
+    w = _Where(name, i, str(kind), replicas)
     if kind not in STEP_KINDS:
         raise ConfigError(f"scenario {name!r}: step {i + 1}: unknown step {kind!r} (expected {', '.join(STEP_KINDS)})")
     args: dict[str, Any] = {}
@@ -395,7 +397,7 @@ def parse(data: Any, where: str = "scenario") -> Scenario:
     names: set[str] = set()
     writes: set[str] = set()
     holds: set[str] = set()
-    steps = tuple(_step(i, s, name, names, writes, holds) for i, s in enumerate(raw))
+    steps = tuple(_step(i, s, name, replicas, names, writes, holds) for i, s in enumerate(raw))
     notes = data.get("notes") or []
     notes = [notes] if isinstance(notes, str) else notes
     if not isinstance(notes, list) or not all(isinstance(x, str) for x in notes):

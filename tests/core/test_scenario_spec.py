@@ -52,7 +52,9 @@ def test_a_good_scenario() -> None:
     ({**base({"heal": None}), "colour": 1}, "unknown key 'colour'"),
     ({**base({"heal": None}), "proofs": ["magic"]}, "unknown proof 'magic'"),
     (base({"jump": 1}), "step 1: unknown step 'jump'"),
-    (base({"kill": "F"}), r"step 1 \(kill\): kill: expected a sid or a name bound earlier"),
+    (base({"kill": "F"}), r"step 1 \(kill\): kill: expected a sid \(1 to 3\) or a name bound earlier"),
+    (base({"kill": 9}), r"step 1 \(kill\): kill: expected a sid \(1 to 3\) .*got 9"),  # was accepted
+    (base({"partition": [[0], [1, 2]]}), r"step 1 \(partition\): .*expected a sid \(1 to 3\)"),
     (base({"hold": {"types": "ACKNEWLEADER"}}), r"step 1 \(hold\): types: unknown packet 'ACKNEWLEADER'"),
     (base({"hold": {"src": 1, "colour": 2}}), r"step 1 \(hold\): colour: unknown key"),
     (base({"release": {"hold": "H"}}), r"step 1 \(release\): hold: expected a hold named earlier"),
