@@ -33,6 +33,30 @@ def test_dir_without_trace_files_exits_2(tmp_path, capsys):
     assert "no trace/ directory" in capsys.readouterr().err
 
 
+def test_bad_options_exit_2_in_one_line_before_starting_spark(tmp_path, capsys):
+    # A negative --bucket was a ValueError traceback after Spark had read the traces, and an
+    # --out that cannot be made a FileNotFoundError.
+    run_dir = write_jsonl(valid(), tmp_path / "run")
+    (run_dir / "histories").mkdir()
+    (run_dir / "histories" / "client.jsonl").write_text("{}\n")
+    (tmp_path / "file").write_text("")
+    for argv, message in [(["--bucket", "-1"], "--bucket must be a positive number of seconds, got -1"),
+                          (["--out", str(tmp_path / "file" / "out")], "cannot create the output directory"),
+                          (["--histories", "--out", str(tmp_path / "file" / "out")], "cannot create the output"),
+                          (["--histories", "--budget", "0"], "--budget must be a positive number of search steps")]:
+        assert run(str(run_dir), *argv) == EXIT_BAD_INPUT
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"zabray check: {message}") and "\n" not in err, (argv, err)
+
+
+@pytest.mark.spark
+def test_a_master_spark_cannot_start_is_one_line(tmp_path, capsys):
+    run_dir = write_jsonl(valid(), tmp_path / "run")
+    assert run(str(run_dir), "--master", "bogus://nowhere", "--no-figures") == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("zabray check: cannot start Spark (master bogus://nowhere): "), err
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     base = tmp_path_factory.mktemp("cli")

@@ -54,6 +54,34 @@ def _out_dir(args: argparse.Namespace, run_dir: Path) -> Path:
     return Path(args.out) if len(args.run_dirs) == 1 else Path(args.out) / run_dir.resolve().name
 
 
+def bad_options(args: argparse.Namespace) -> str | None:
+    """What is wrong with the options that no run directory decides (None if nothing), found
+    before a JVM starts: a bucket that is not a positive time, an output directory that cannot
+    be made."""
+    bucket = getattr(args, "bucket", None)
+    if bucket is not None and not bucket > 0:
+        return f"--bucket must be a positive number of seconds, got {bucket:g}"
+    for d in args.run_dirs:
+        out = _out_dir(args, Path(d))
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            return f"cannot create the output directory {out}: {e.strerror or e}"
+    return None
+
+
+def start_spark(master: str | None) -> SparkSession:
+    """The Spark session, or ``TraceError`` in one line when Spark cannot start (a bad
+    ``--master``, no Java): PySpark's own error is a page of Java gateway traceback."""
+    from zabray.pipeline.spark_session import get_session
+
+    try:
+        return get_session(master)
+    except Exception as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise TraceError(f"cannot start Spark (master {master or 'default'}): {first}") from None
+
+
 def run_check(args: argparse.Namespace) -> int:
     """Run the subcommand; returns the exit code (the worst over all run directories)."""
     if getattr(args, "histories", False):
@@ -69,12 +97,18 @@ def run_check(args: argparse.Namespace) -> int:
         print(f"zabray check: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
+    bad = bad_options(args)
+    if bad is not None:
+        print(f"zabray check: {bad}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     from pyspark.sql import SparkSession
 
-    from zabray.pipeline.spark_session import get_session
-
     ours = SparkSession.getActiveSession() is None
-    spark = get_session(args.master)
+    try:
+        spark = start_spark(args.master)
+    except TraceError as e:
+        print(f"zabray check: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         code = max(_check_run(spark, d, args, nfiles[d]) for d in dirs)
     finally:

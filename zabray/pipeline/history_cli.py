@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from zabray.pipeline.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_VIOLATION, _out_dir
+from zabray.pipeline.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_VIOLATION, _out_dir, bad_options, start_spark
 from zabray.pipeline.errors import TraceError
 from zabray.pipeline.linearizability import DEFAULT_BUDGET
 
@@ -27,17 +27,23 @@ def run_history_check(args: argparse.Namespace) -> int:
     except TraceError as e:
         print(f"zabray check: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.budget is not None and args.budget < 1:
-        print("zabray check: --budget must be a positive number of search steps", file=sys.stderr)
+    bad = bad_options(args)
+    if bad is None and args.budget is not None and args.budget < 1:
+        bad = "--budget must be a positive number of search steps"
+    if bad is not None:
+        print(f"zabray check: {bad}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
     from pyspark.sql import SparkSession
 
     from zabray.pipeline.history_checks import check_histories, format_history_report, load_histories
-    from zabray.pipeline.spark_session import get_session
 
     ours = SparkSession.getActiveSession() is None
-    spark = get_session(args.master)
+    try:
+        spark = start_spark(args.master)
+    except TraceError as e:
+        print(f"zabray check: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     worst = EXIT_OK
     try:
         for d in dirs:
