@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from zabray.ensemble import Ensemble
-from zabray.errors import ZabError
+from zabray.errors import ConfigError, ZabError
 from zabray.workload import Workload, check_histories, percentile, trace_zxid
 
 
@@ -20,6 +20,9 @@ def _say(msg: str) -> None:
 def run_demo(seconds: float = 6.0, in_flight: int = 200, replicas: int = 3, keep: bool = False) -> int:
     """Run the demo; its replicas' data (128 MB of preallocated log each) is always deleted at the
     end, and its traces too unless ``keep``."""
+    if not seconds > 0 or in_flight < 1 or replicas < 1:
+        raise ConfigError(f"the demo needs --seconds > 0, --in-flight >= 1 and replicas >= 1, "
+                          f"got {seconds:g}, {in_flight} and {replicas}")
     t_start = time.monotonic()
     data = Path(tempfile.mkdtemp(prefix="zabray-demo-"))
     _say(f"zabray demo: {replicas} replicas on an embedded Ray cluster, fsync on, data in {data}")

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zabray import trace
-from zabray.errors import NoQuorumError, UncertainOutcomeError, ZabError
+from zabray.errors import ConfigError, NoQuorumError, UncertainOutcomeError, ZabError
 from zabray.histories import HistoryRecorder
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ class Workload:
                  session: int = 0, trace_dir: str | Path | None = None,
                  history: HistoryRecorder | None = None) -> None:
         if in_flight < 1 or size < 16:
-            raise ZabError("in_flight must be >= 1 and size >= 16 bytes")
+            raise ConfigError(f"a workload needs in_flight >= 1 and size >= 16 bytes, got {in_flight} and {size}")
         self.ens = ens
         self.in_flight = in_flight
         self.size = size

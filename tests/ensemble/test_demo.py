@@ -25,3 +25,14 @@ def test_demo_cleans_up_unless_asked_to_keep(ray_local, tmp_path: Path, monkeypa
         (run,) = left
         assert not (run / "data").exists()  # the replicas' preallocated logs are gone either way
         assert list((run / "run" / "trace").glob("*.jsonl")) and "zabray check" in out
+
+
+@pytest.mark.parametrize("argv", [["--seconds", "-1"], ["--seconds", "0"], ["--in-flight", "0"]])
+def test_demo_refuses_bad_arguments_before_starting_anything(argv: list[str], capsys) -> None:
+    # `--seconds -1` was a ValueError from time.sleep once the ensemble was up and writing;
+    # `--in-flight 0` a bare ZabError (exit 1) at the same point.
+    from zabray.cli import main
+
+    assert main(["demo", *argv]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.startswith("zabray demo: the demo needs --seconds > 0"), out
