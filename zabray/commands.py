@@ -125,7 +125,7 @@ def up(args: argparse.Namespace) -> int:
     try:
         ens = Ensemble.start(args.replicas, args.observers, args.config, name=args.name, address=address,
                              **overrides)
-    except ZabError:
+    except Exception:
         if started is not None:  # a head started for nothing: leave the machine as it was
             import ray
 
