@@ -115,7 +115,8 @@ def up(args: argparse.Namespace) -> int:
     from zabray.rayhead import running_head, start_head, stop_head
 
     overrides = {"service": args.service} if args.service else {}
-    preflight(args.config, **overrides)  # a bad config or key file fails before a Ray head is started for it
+    # Bad sizes, a bad name, config or key file fail before a Ray head is started for them.
+    preflight(args.replicas, args.observers, args.name, args.config, **overrides)
     address = _address(args)
     started = None
     if address is None and running_head() is None:

@@ -113,10 +113,17 @@ def _value(value: Any, what: str = "submit") -> bytes:
     return bytes(value)
 
 
-def preflight(config: str | os.PathLike[str] | dict[str, Any] | None = None,
+def preflight(replicas: int, observers: int, name: str, config: str | os.PathLike[str] | dict[str, Any] | None = None,
               **overrides: Any) -> tuple[EnsembleConfig, Any]:
     """The config and the ensemble's secret, once everything the driver can check without Ray
-    holds: the keys, the secret file, the TLS files. A ``ConfigError`` names what to fix."""
+    holds: the sizes, the name, the keys, the secret file, the TLS files. A ``ConfigError``
+    names what to fix."""
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+        raise ConfigError(f"replicas must be a positive integer, got {replicas!r}")
+    if isinstance(observers, bool) or not isinstance(observers, int) or observers < 0:
+        raise ConfigError(f"observers must be a non-negative integer, got {observers!r}")
+    if not name or not all(c.isalnum() or c in "-_." for c in name):
+        raise ConfigError(f"name {name!r}: use letters, digits, '-', '_' or '.'")
     cfg = EnsembleConfig.load(config, **overrides)
     secret = ensemble_secret(cfg)
     client_tls(cfg.to_dict())  # the TLS files must load here too, or the driver could not connect
@@ -220,13 +227,7 @@ class Ensemble(HoldControl):
         ``config`` is a YAML path or dict (default ``configs/local.yaml``); keyword ``overrides``
         replace single keys (``Ensemble.start(3, tick_ms=10)``).
         """
-        if not isinstance(replicas, int) or replicas < 1:
-            raise ConfigError(f"replicas must be a positive integer, got {replicas!r}")
-        if not isinstance(observers, int) or observers < 0:
-            raise ConfigError(f"observers must be a non-negative integer, got {observers!r}")
-        if not name or not all(c.isalnum() or c in "-_." for c in name):
-            raise ConfigError(f"name {name!r}: use letters, digits, '-', '_' or '.'")
-        cfg, secret = preflight(config, **overrides)
+        cfg, secret = preflight(replicas, observers, name, config, **overrides)
         init_ray(address)
         import ray
 

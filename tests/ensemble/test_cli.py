@@ -158,6 +158,8 @@ def test_up_with_a_bad_config_starts_no_ray_head(tmp_path: Path) -> None:
     try:
         p = run("up", "--config", str(bad), "--ray-port", str(free_port()), env=env, check=2)
         assert p.stdout == "" and p.stderr.startswith("zabray up: unknown config key 'fsnyc'")
+        p = run("up", "--replicas", "0", "--ray-port", str(free_port()), env=env, check=2)
+        assert p.stdout == "" and p.stderr.startswith("zabray up: replicas must be a positive integer"), p.stderr
         # The files it names are read before a head starts too.
         bad.write_text(f"secret_file: {tmp_path / 'no-such-secret'}\n")
         p = run("up", "--config", str(bad), "--ray-port", str(free_port()), env=env, check=2)
