@@ -50,10 +50,17 @@ def test_bad_options_exit_2_in_one_line_before_starting_spark(tmp_path, capsys):
 
 
 @pytest.mark.spark
-def test_a_master_spark_cannot_start_is_one_line(tmp_path, capsys):
+def test_a_master_spark_cannot_start_is_one_line(tmp_path):
+    # Its own process: in this one, another test's SparkSession may be active, and getOrCreate
+    # would hand that back whatever the master asked for.
+    import subprocess
+    import sys
+
     run_dir = write_jsonl(valid(), tmp_path / "run")
-    assert run(str(run_dir), "--master", "bogus://nowhere", "--no-figures") == EXIT_BAD_INPUT
-    err = capsys.readouterr().err.strip().splitlines()
+    p = subprocess.run([sys.executable, "-m", "zabray.cli", "check", str(run_dir), "--master", "bogus://nowhere",
+                        "--no-figures"], capture_output=True, text=True, timeout=120)
+    err = p.stderr.strip().splitlines()
+    assert p.returncode == EXIT_BAD_INPUT, p.stderr
     assert err[-1].startswith("zabray check: cannot start Spark (master bogus://nowhere): "), err
 
 
