@@ -146,7 +146,7 @@ def parse(data: dict[str, Any], seed: int | None = None) -> Schedule:
             raise ConfigError(f"script step {i + 1}: must be a mapping")
         where = f"script step {i + 1}"
         t = float(_num(d, "at", 0, where)) if "at" in d else t + float(_num(d, "after", 1.0, where))
-        steps.append(_step(d, t, f"script step {i + 1}"))
+        steps.append(_step(d, t, where))
     r = data.get("random")
     if r:
         if not isinstance(r, dict):

@@ -57,16 +57,16 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+__all__ = ["Session", "ConnectionLossError", "NotReadyError", "WatchDispatchError", "WatchedEvent", "Create",
+           "Delete", "SetData", "Check", "Stat", "NoNodeError", "NodeExistsError", "BadVersionError",
+           "NotEmptyError", "SessionExpiredError", "ZooKeeperError"]
+
 
 def _data(data: Any) -> bytes:
     """A znode's data as bytes; ``BadArgumentsError`` for anything else (a str has no one encoding)."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise BadArgumentsError(f"znode data must be bytes, got {type(data).__name__}")
     return bytes(data)
-
-__all__ = ["Session", "ConnectionLossError", "NotReadyError", "WatchDispatchError", "WatchedEvent", "Create",
-           "Delete", "SetData", "Check", "Stat", "NoNodeError", "NodeExistsError", "BadVersionError",
-           "NotEmptyError", "SessionExpiredError", "ZooKeeperError"]
 
 
 class ConnectionLossError(ZooKeeperError, UncertainOutcomeError):
