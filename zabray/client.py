@@ -173,6 +173,16 @@ class ReplicaConnection(BatchingProtocol):
         self._fail("closed")
 
 
+def as_value(value: object, what: str = "submit") -> bytes:
+    """A write's value as bytes (bytes-like values are copied); ``ConfigError`` for anything
+    else, since a str has no one encoding."""
+    if type(value) is bytes:
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise ConfigError(f"{what} takes bytes, got {type(value).__name__}")
+
+
 class EnsembleClient:
     """Async client of a whole ensemble. Use ``submit`` from a coroutine, on one event loop."""
 
@@ -285,10 +295,7 @@ class EnsembleClient:
         ``replica`` aims the write at that replica (a follower forwards it to its leader);
         a refusal is retried there, never on another replica.
         """
-        if type(value) is not bytes:  # anything else fails in the encoder, taking the connection with it
-            if not isinstance(value, (bytearray, memoryview)):
-                raise ConfigError(f"submit takes bytes, got {type(value).__name__}")
-            value = bytes(value)
+        value = as_value(value)  # anything else would fail in the encoder, taking the connection with it
         if len(value) >= DEFAULT_MAX_FRAME:  # its frame holds the value and a few bytes more
             raise CodecError(f"a value of {len(value):,} bytes is too large: a client frame holds at most "
                              f"{DEFAULT_MAX_FRAME:,} bytes, the value included")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zabray.actor_names import NAMESPACE, controller_name, injector_name
-from zabray.client import EnsembleClient, LoopThread
+from zabray.client import EnsembleClient, LoopThread, as_value
 from zabray.config import EnsembleConfig
 from zabray.crashpoints import CrashPoints
 from zabray.crashpoints import crash_points as crash_points_of
@@ -104,13 +104,6 @@ def _cause(e: BaseException) -> BaseException:
         except Exception:  # a subclass with another signature: keep the object itself
             return cause
     return e.as_instanceof_cause() if isinstance(e, ray.exceptions.RayTaskError) else e
-
-
-def _value(value: Any, what: str = "submit") -> bytes:
-    """A write's value as bytes; ``ConfigError`` for anything else (a str has no one encoding)."""
-    if not isinstance(value, (bytes, bytearray, memoryview)):
-        raise ConfigError(f"{what} takes bytes, got {type(value).__name__}")
-    return bytes(value)
 
 
 def preflight(replicas: int, observers: int, name: str, config: str | os.PathLike[str] | dict[str, Any] | None = None,
@@ -535,7 +528,6 @@ class Ensemble(HoldControl):
         a refusal is retried there until ``timeout``; ``NotRunningError`` if it cannot be reached)
         instead of the leader. ``service: broadcast`` only (``ConfigError`` on a ZooKeeper
         ensemble: use a session)."""
-        value = _value(value)
         self._check_raw()
         self._check_replica(replica)
         loop, client = self._ensure_client()
@@ -543,7 +535,6 @@ class Ensemble(HoldControl):
 
     async def submit_async(self, value: bytes, timeout: float = 10.0, *, replica: int | None = None) -> Zxid:
         """``submit`` for coroutines; many may be in flight at once."""
-        value = _value(value)
         self._check_raw()
         self._check_replica(replica)
         loop, client = self._ensure_client()
@@ -554,7 +545,7 @@ class Ensemble(HoldControl):
                     replica: int | None = None) -> list[Zxid | BaseException]:
         """Submit all at once (pipelined); one result or exception per value, in order. A value
         that is not bytes is a ``ConfigError`` before any is sent."""
-        values = [_value(v, f"submit_many: value {i}") for i, v in enumerate(values)]
+        values = [as_value(v, f"submit_many: value {i}") for i, v in enumerate(values)]
         self._check_raw()
         self._check_replica(replica)
         loop, client = self._ensure_client()

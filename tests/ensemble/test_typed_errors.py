@@ -37,6 +37,8 @@ def test_controller_and_injector_errors_are_typed_one_liners(start) -> None:  # 
     assert one_line(e, ConfigError) == "submit_many: value 1 takes bytes, got str"
     with pytest.raises(ConfigError, match="submit takes bytes, got str"):
         asyncio.run(ens.submit_async("text"))  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="submit takes bytes, got str"):
+        ens.submit("text")  # type: ignore[arg-type]
     results = ens.submit_many([b"a", bytearray(b"b"), memoryview(b"c")])  # bytes-like values are fine
     assert all(isinstance(z, int) for z in results), results
     with pytest.raises(ConfigError) as e:
