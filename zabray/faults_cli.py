@@ -82,7 +82,7 @@ def run_under_load(ens: Any, data: dict[str, Any], seed: int | None, in_flight: 
         if ens.info.get("config", {}).get("service", "broadcast") == "zookeeper":
             regs = RegisterWorkload(ens, run_dir, client=f"registers-{int(time.time())}",
                                     sessions=int(wcfg.get("sessions", 6)), keys=int(wcfg.get("keys", 3))).start()
-    wl = Workload(ens, in_flight=in_flight or int(wcfg.get("in_flight", 100)), size=int(wcfg.get("size", 1024)),
+    wl = Workload(ens, in_flight=int(wcfg.get("in_flight", 100)) if in_flight is None else in_flight, size=int(wcfg.get("size", 1024)),
                   session=os.getpid(), trace_dir=trace_dir, history=history).start()
     try:
         started = ens.run_schedule(data, seed, wait=False)
@@ -117,15 +117,16 @@ def run_schedule(args: argparse.Namespace) -> int:
     import yaml
 
     from zabray import schedule
-    from zabray.commands import _address
-    from zabray.ensemble import Ensemble
+    from zabray.commands import _ens
 
     try:
         data = yaml.safe_load(open(args.schedule).read())
     except OSError as e:
         raise ConfigError(f"cannot read schedule {args.schedule}: {e.strerror}") from None
     s = schedule.parse(data, args.seed)  # validate before touching the ensemble
-    ens = Ensemble.connect(args.name, address=_address(args))
+    if args.in_flight is not None and args.in_flight < 1:
+        raise ConfigError(f"--in-flight must be at least 1, got {args.in_flight}")
+    ens = _ens(args)  # no cluster: says so, starts none; SIGTERM ends the run through its finally
     announced: list[int] = []
 
     def show(started: dict[str, Any], prog: dict[str, Any], result: Any) -> None:

@@ -49,3 +49,33 @@ def test_the_shipped_schedules_parse_into_the_steps_they_ask_for() -> None:
         assert plan.steps and all(s.hold >= 0 and s.nth >= 1 for s in plan.steps), path
     s = schedule.parse({"random": {"steps": 0}})
     assert s.steps == ()  # zero faults is allowed: a workload alone
+
+
+@pytest.mark.parametrize("n", ["0", "-5"])
+def test_faults_run_refuses_a_bad_in_flight_before_finding_an_ensemble(
+    n: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `--in-flight 0` ran the schedule's own 100 in flight without a word; `-5` was refused only
+    # by the workload, once an ensemble had been found. (No Ray here: RAY_TMPDIR is empty.)
+    from zabray.cli import main
+
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    mixed = Path(__file__).parents[2] / "configs/faults/mixed.yaml"
+    assert main(["faults", "run", str(mixed), "--in-flight", n, "--name", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"zabray faults: --in-flight must be at least 1, got {n}\n", err
+
+
+def test_faults_run_with_no_ray_cluster_says_so_and_starts_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It started a Ray instance of its own, then reported that no ensemble ran "in this Ray cluster".
+    from zabray.cli import main
+
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    mixed = Path(__file__).parents[2] / "configs/faults/mixed.yaml"
+    assert main(["faults", "run", str(mixed), "--name", "nosuch"]) == 1
+    assert "no Ray cluster is running on this machine" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
