@@ -7,6 +7,12 @@ a channel lets what the closer already sent drain, then tells the peer; what was
 closer is lost. A crashed replica's outgoing queues keep a random prefix (what reached the
 wire), then close. Consecutive PROPOSALs (or REQUESTs) at the head of a queue arrive as one
 PROPOSALS (REQUESTS) frame, as the replicas' transport sends a burst of them.
+
+An election notification to a replica that is down is dropped (the simulator does not send
+it), as the sender's connection to a dead peer is refused. Queued instead, the notifications of
+a long outage (hundreds of resends) met the restarted replica in the final healing, drained at a
+few per tick while each begot a reply, and held an election past its limits: a liveness
+failure of the simulator, not of Zab, since a real replica reads such a backlog in microseconds.
 """
 
 from __future__ import annotations

@@ -197,7 +197,9 @@ class Simulation:
         elif isinstance(a, Persist):
             r.pending.append(a)
         elif t is Notify:
-            self.net.notify(sid, a.to, a.note)  # type: ignore[attr-defined]
+            to = self.replicas.get(a.to)  # type: ignore[attr-defined]
+            if to is not None and to.node is not None:  # a down peer refuses the connection
+                self.net.notify(sid, a.to, a.note)  # type: ignore[attr-defined]
         elif t is Trace:
             self._on_trace(sid, r, a.record)  # type: ignore[attr-defined]
         elif t is Deliver:
