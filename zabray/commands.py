@@ -77,18 +77,25 @@ def _guard(func: Any, args: argparse.Namespace) -> int:
 
 def _ens(args: argparse.Namespace) -> Any:
     from zabray.ensemble import Ensemble
-    from zabray.rayhead import running_head
 
     address = _address(args)
+    require_cluster(address)
+    ens = Ensemble.connect(args.name, address=address)
+    _exit_on_sigterm()
+    return ens
+
+
+def require_cluster(address: str | None) -> None:
+    """A running ensemble is only ever in a running cluster: with none to join, say so, rather
+    than start a Ray instance only to report that no ensemble runs in it."""
+    from zabray.rayhead import running_head
+
     if address is None and running_head() is None:
         import ray
 
         if not ray.is_initialized():
             raise NotRunningError("no Ray cluster is running on this machine: `zabray up` starts one with an "
                                   "ensemble (or pass --address / set RAY_ADDRESS)")
-    ens = Ensemble.connect(args.name, address=address)
-    _exit_on_sigterm()
-    return ens
 
 
 def _exit_on_sigterm() -> None:

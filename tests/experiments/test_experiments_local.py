@@ -47,8 +47,14 @@ def test_leader_kill_on_a_running_ensemble_via_the_cli(ray_local: None, tmp_path
         assert {r["op"] for r in rows} == {"get", "set"} and sum(r["outcome"] == "ok" for r in rows) >= row.ops_ok
         assert all(s.alive for s in ens.status())  # the timeline restarted what it killed
 
+        # A wrong size or name is refused before the run writes anything (it left a run
+        # directory holding only experiment.yaml, by default under the current directory).
         (tmp_path / "five.yaml").write_text("name: five\nservice: zookeeper\nvoters: 5\n")
-        assert main(["experiment", "run", str(tmp_path / "five.yaml"), "--ensemble", name]) == 2
+        out2 = tmp_path / "runs2"
+        assert main(["experiment", "run", str(tmp_path / "five.yaml"), "--ensemble", name, "--out", str(out2)]) == 2
         assert "has 3 voters" in capsys.readouterr().err
+        assert main(["experiment", "run", str(exp), "--ensemble", "nosuch", "--out", str(out2)]) == 1
+        assert "no ensemble named 'nosuch'" in capsys.readouterr().err
+        assert not out2.exists()
     finally:
         ens.stop()

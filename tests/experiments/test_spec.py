@@ -86,3 +86,17 @@ def test_metrics_from_records() -> None:
     assert limit([0.95], [0.4]) == "clients" and limit([0.2], [0.9]) == "replicas"
     assert limit([0.2], [0.3]) == "latency (fsync, round trips)"
     assert limit([0.2], [0.3], contended=True) == "machine CPU (contended)"
+
+
+def test_an_experiment_on_a_named_ensemble_with_no_ray_cluster_says_so_and_starts_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It started a Ray instance, made its run directory, and then reported that no ensemble
+    # ran "in this Ray cluster".
+    raytmp, out = tmp_path / "ray", tmp_path / "out"
+    raytmp.mkdir()
+    monkeypatch.setenv("RAY_TMPDIR", str(raytmp))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert main(["experiment", "run", "failures", "--ensemble", "nosuch", "--out", str(out)]) == 1
+    assert "no Ray cluster is running on this machine" in capsys.readouterr().err
+    assert list(raytmp.iterdir()) == [] and not out.exists()

@@ -89,9 +89,13 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from zabray.commands import _address, require_cluster
     from zabray.experiments.runner import run
 
-    res = run(_load(args), address=args.address, out=args.out, progress=not args.no_progress,
+    exp = _load(args)
+    if args.ensemble is not None:
+        require_cluster(_address(args))
+    res = run(exp, address=args.address, out=args.out, progress=not args.no_progress,
               ensemble=args.ensemble, actor_bars=args.actor_bars)
     import pandas as pd
 

@@ -343,6 +343,22 @@ def _write_client_trace(run_dir: Path, ens_name: str, sessions: list[int], ops: 
                                               inc=0, t=float(r.complete)), separators=(",", ":")) + "\n")
 
 
+def _load_ensemble(name: str, address: str | None, exp: Experiment,
+                   shapes: dict[tuple[int, int], list[Point]]) -> Ensemble:
+    """The running ensemble ``name``, if it has the experiment's one shape and service: checked
+    before the run writes anything, so a wrong name or size leaves no run directory behind."""
+    if len(shapes) > 1:
+        raise ConfigError("an experiment on a running ensemble cannot sweep 'voters' or 'observers'")
+    ens = Ensemble.connect(name, address=address)
+    ((voters, observers),) = shapes
+    have = (len(ens.info["voters"]), len(ens.info["observers"]))
+    service = ens.info.get("config", {}).get("service")
+    if have != (voters, observers) or service != exp.service:
+        raise ConfigError(f"ensemble {name!r} has {have[0]} voters, {have[1]} observers, service "
+                          f"{service}; the experiment wants {voters}, {observers}, {exp.service}")
+    return ens
+
+
 def run(exp: Experiment | str | os.PathLike[str] | dict[str, Any], *, address: str | None = None,
         out: str | os.PathLike[str] = "runs/experiments", progress: bool = True,
         at_start: Callable[[Ensemble], None] | None = None, ensemble: str | None = None,
@@ -359,26 +375,20 @@ def run(exp: Experiment | str | os.PathLike[str] | dict[str, Any], *, address: s
     elif overrides:
         exp = exp.with_(**overrides)
     init_ray(address)
+    shapes: dict[tuple[int, int], list[Point]] = {}
+    for p in exp.points():
+        shapes.setdefault((p.voters, p.observers), []).append(p)
+    loaded = None if ensemble is None else _load_ensemble(ensemble, address, exp, shapes)
     run_dir = Path(out) / f"{exp.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid() % 10000}"
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "experiment.yaml").write_text(yaml.safe_dump(exp.to_dict(), sort_keys=False))
     cluster = describe_cluster()
     rows, series, marks, placement, runs = [], [], [], [], []
-    shapes: dict[tuple[int, int], list[Point]] = {}
-    for p in exp.points():
-        shapes.setdefault((p.voters, p.observers), []).append(p)
     point_no = 0
-    if ensemble is not None and len(shapes) > 1:
-        raise ConfigError("an experiment on a running ensemble cannot sweep 'voters' or 'observers'")
     for (voters, observers), points in shapes.items():
-        if ensemble is not None:
-            ens = Ensemble.connect(ensemble, address=address)
-            ens_name, ens_run = ensemble, Path(ens.info["run_dir"])
-            have = (len(ens.info["voters"]), len(ens.info["observers"]))
-            service = ens.info.get("config", {}).get("service")
-            if have != (voters, observers) or service != exp.service:
-                raise ConfigError(f"ensemble {ensemble!r} has {have[0]} voters, {have[1]} observers, service "
-                                  f"{service}; the experiment wants {voters}, {observers}, {exp.service}")
+        if loaded is not None:
+            ens = loaded
+            ens_name, ens_run = ens.name, Path(ens.info["run_dir"])
         else:
             ens_name = f"{exp.name}-{voters}v{observers}o-{os.getpid() % 10000}"
             ens_run = run_dir / f"{voters}v{observers}o"
