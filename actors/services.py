@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from zabray import clientproto as cp
 from zabray.protocol.actions import Action, Committed, Failed
-from zabray.protocol.events import Event, Submit
+from zabray.protocol.events import RID_MASK, Event, Submit
 
 if TYPE_CHECKING:
     from actors.clientport import ClientConn
@@ -60,7 +60,7 @@ class BroadcastService:
             conn.send(bespoke.error_reply(req.rid, 0, "BAD_ARGUMENTS", "this ensemble runs service: broadcast"))
             return []
         rid = self._next_rid
-        self._next_rid += 1
+        self._next_rid = rid + 1 if rid < RID_MASK else 1  # (a core request id has 40 bits)
         self._pending[rid] = (conn, req.rid)
         self.stats["submitted"] += 1
         return [Submit(rid, req.value)]

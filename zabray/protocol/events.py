@@ -67,9 +67,19 @@ class Persisted(Event):
     upto: int
 
 
+RID_BITS = 40
+RID_MASK = (1 << RID_BITS) - 1
+"""A ``Submit``'s request id is below ``1 << RID_BITS``. In the txn it becomes ``tag | id``, the tag
+being the node's incarnation (mod 2**23) above those bits: a txn the replica's previous
+incarnation forwarded may commit after a restart, when its shell's request ids have started
+again at 1, so without the tag the old txn would answer a new request of the same id (with
+another write's zxid)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Submit(Event):
-    """A client asks for ``value`` to be broadcast; answered by ``Committed`` or ``Failed``."""
+    """A client asks for ``value`` to be broadcast; answered by ``Committed`` or ``Failed`` with
+    the same ``request_id``, which must be in [0, 2**40) and not reused while one is pending."""
 
     request_id: int
     value: bytes

@@ -33,6 +33,8 @@ from zabray.protocol.actions import (
     Trace,
 )
 from zabray.protocol.events import (
+    RID_BITS,
+    RID_MASK,
     ChannelClosed,
     Event,
     Notified,
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+
 class Node:
     def __init__(
         self,
@@ -75,6 +78,7 @@ class Node:
         self.sid = sid
         self.cfg = config
         self.incarnation = incarnation
+        self.rid_tag = (incarnation % (1 << 23)) << RID_BITS
         # Without a trace to write, the core skips its Trace actions and the per-txn digests
         # they carry (two hashes per txn on a leader).
         self.tracing = tracing
@@ -146,7 +150,10 @@ class Node:
         elif type(event) is ChannelClosed:
             role.on_closed(event.channel)
         elif type(event) is Submit:
-            role.on_submit(event.request_id, event.value)
+            rid = event.request_id
+            if not 0 <= rid <= RID_MASK:
+                raise ValueError(f"request id {rid} is not in [0, 2**{RID_BITS})")
+            role.on_submit(self.rid_tag | rid, event.value)
         elif type(event) is SnapshotRequested:
             self._snapshot()
         elif type(event) is SnapshotEncoded:
@@ -160,6 +167,11 @@ class Node:
 
     def emit(self, action: Action) -> None:
         self._out.append(action)
+
+    @staticmethod
+    def untag(request_id: int) -> int:
+        """The shell's id of a request this incarnation submitted (see ``RID_BITS``)."""
+        return request_id & RID_MASK
 
     def persist(self, action_type: type[Persist], *args: object) -> int:
         self.token += 1
@@ -193,7 +205,7 @@ class Node:
         """Deliver, in order, every txn after ``applied`` up to ``z`` that the history holds."""
         if z <= self.applied:
             return
-        app, sid, out, tracing = self.app, self.sid, self._out, self.tracing
+        app, sid, out, tracing, tag = self.app, self.sid, self._out, self.tracing, self.rid_tag
         start = len(out)
         runs: list[tuple[int, list[str]]] = []  # (first zxid, digests) of consecutive txns
         nxt = 0
@@ -206,8 +218,8 @@ class Node:
                     runs.append((zx, []))
                 runs[-1][1].append(trace.digest(txn.value))
                 nxt = zx + 1
-            if txn.origin == sid:
-                out.append(Committed(txn.request_id, txn.zxid, result))
+            if txn.origin == sid and txn.request_id & ~RID_MASK == tag:  # this incarnation's own
+                out.append(Committed(txn.request_id & RID_MASK, txn.zxid, result))
                 self.role.forget_request(txn.request_id)
             self.applied = txn.zxid
         if runs:  # traced ahead of the step's replies, as if one record per txn had been
@@ -222,7 +234,8 @@ class Node:
         for ch in self.role.channels():
             self._out.append(Close(ch))
         for rid in self.role.uncertain_requests():
-            self._out.append(Failed(rid, f"iteration ended ({why})", uncertain=True))
+            if rid & ~RID_MASK == self.rid_tag:  # an earlier incarnation's request has no one waiting
+                self._out.append(Failed(rid & RID_MASK, f"iteration ended ({why})", uncertain=True))
         # Held sends all belong to the iteration's channels, which are now closed.
         self._held = deque(a for a in self._held if not isinstance(a[1], Send))
         self.iteration += 1

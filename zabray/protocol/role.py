@@ -33,7 +33,7 @@ class Role:
         pass
 
     def on_submit(self, request_id: int, value: bytes) -> None:
-        self.node.emit(Failed(request_id, "no leader is established", uncertain=False))
+        self.node.emit(Failed(self.node.untag(request_id), "no leader is established", uncertain=False))
 
     def on_touch(self, sessions: tuple[int, ...]) -> None:
         """Session liveness: dropped unless a leader (or a learner with a leader) is there."""

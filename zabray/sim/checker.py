@@ -108,10 +108,15 @@ class Checker:
             self.chains.append(chain_step(self.chains[-1], zxid, value))
         self.pos[key] = k + 1
 
-    def client_acked(self, zxid: int, digest: str) -> None:
-        if zxid not in self.G_index:
+    def client_acked(self, zxid: int, digest: str | None) -> None:
+        """A client was told its write committed as ``zxid``; ``digest`` is its value's, when the
+        txn carries the value as the client sent it (None: an app made the txn of it)."""
+        k = self.G_index.get(zxid)
+        if k is None:
             self._fail("durability", f"client told {fmt(zxid)} committed before anyone delivered it")
-        self.acked[zxid] = digest
+        elif digest is not None and self.G[k][1] != digest:
+            self._fail("acknowledged", f"client told its write committed as {fmt(zxid)}, which holds another write")
+        self.acked[zxid] = digest or ""
 
     def leader_established(self, leader: int, epoch: int, history: dict[int, str], base: int, base_chain: bytes | None) -> None:
         """The new leader's initial history (zxid -> digest after ``base``) must hold all of G."""

@@ -73,9 +73,17 @@ class SimReplica:
         self.told = 0  # highest token reported to the core
         self.encoding: EncodeSnapshot | None = None  # a snapshot image being encoded, in slices
         self.last_event = "start"
+        # As a real replica's shell numbers its requests: from the same first id in every
+        # incarnation, so a txn an earlier one forwarded may carry an id a later one reuses.
+        self.core_rids: dict[int, int] = {}  # the core's request id -> the simulation's
+        self.next_core_rid = 0
 
 
 class Simulation:
+    FIRST_CORE_RID = 1
+    """Where each incarnation's request ids start (the ZooKeeper simulator keeps those below it
+    for its services)."""
+
     def __init__(self, seed: int, options: SimOptions | None = None, *, timeline: bool = False,
                  trace_writer: Callable[[dict[str, object]], None] | None = None) -> None:
         self.seed = seed
@@ -135,6 +143,8 @@ class Simulation:
         r.pending.clear()
         r.encoding = None
         r.written = r.synced = r.told = 0
+        r.core_rids.clear()
+        r.next_core_rid = self.FIRST_CORE_RID
         chain = None
         if durable.snapshot is not None and isinstance(r.node.app, ValueLog):
             chain = r.node.app.chain
@@ -207,17 +217,23 @@ class Simulation:
             self.checker.delivered(sid, r.incarnation, txn.zxid, trace.digest(txn.value), txn.value)
             self.stats["deliveries"] += 1
         elif t is Committed:
-            self.committed_at[(sid, a.request_id)] = a.zxid  # type: ignore[attr-defined]
-            value = self.pending_requests.pop((sid, a.request_id), None)  # type: ignore[attr-defined]
+            rid = r.core_rids.pop(a.request_id, None)  # type: ignore[attr-defined]
+            value = self.pending_requests.pop((sid, rid), None) if rid is not None else None
             if value is not None:
-                self._client_row(sid, a.request_id, value, "ok", a.zxid)  # type: ignore[attr-defined]
-                self.checker.client_acked(a.zxid, trace.digest(value))  # type: ignore[attr-defined]
+                assert rid is not None
+                self.committed_at[(sid, rid)] = a.zxid  # type: ignore[attr-defined]
+                self._client_row(sid, rid, value, "ok", a.zxid)  # type: ignore[attr-defined]
+                # (With an app, what commits is what the app made of the request: no digest.)
+                digest = trace.digest(value) if self.opt.app_factory is None else None
+                self.checker.client_acked(a.zxid, digest)  # type: ignore[attr-defined]
                 self.stats["acked"] += 1
-                self._log(f"  client@{sid} request {a.request_id} committed as {fmt(a.zxid)}")  # type: ignore[attr-defined]
+                self._log(f"  client@{sid} request {rid} committed as {fmt(a.zxid)}")  # type: ignore[attr-defined]
         elif t is Failed:
-            value = self.pending_requests.pop((sid, a.request_id), None)  # type: ignore[attr-defined]
+            rid = r.core_rids.pop(a.request_id, None)  # type: ignore[attr-defined]
+            value = self.pending_requests.pop((sid, rid), None) if rid is not None else None
             if value is not None:
-                self._client_row(sid, a.request_id, value,  # type: ignore[attr-defined]
+                assert rid is not None
+                self._client_row(sid, rid, value,
                                  "unknown" if a.uncertain else "failed", None)  # type: ignore[attr-defined]
         elif t is Open:
             self.net.open(a.channel)  # type: ignore[attr-defined]
@@ -375,7 +391,11 @@ class Simulation:
         self.pending_requests[(sid, rid)] = value
         self.invoked[(sid, rid)] = self._now()
         self._log(f"client@{sid} submits request {rid}")
-        self._step_node(sid, Submit(rid, value), "client request")
+        r = self.replicas[sid]
+        core_rid = r.next_core_rid
+        r.next_core_rid += 1
+        r.core_rids[core_rid] = rid
+        self._step_node(sid, Submit(core_rid, value), "client request")
 
     def _fault(self) -> None:
         random_faults.inject(self)

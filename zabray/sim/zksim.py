@@ -31,7 +31,7 @@ from zabray.zk import client_session as cs
 from zabray.zk import messages as zm
 
 CLOSED = None  # marker in a connection's queue to the client: the replica closed it
-_BASE_RIDS = 1 << 40  # the base simulator's raw requests, apart from the service's request ids
+_BASE_RIDS = 1 << 39  # the base simulator's raw requests, apart from the service's request ids
 
 
 @dataclass
@@ -72,6 +72,7 @@ class _Client:
 
 
 class ZkSimulation(Simulation):
+    FIRST_CORE_RID = _BASE_RIDS  # the services' request ids start at 1
     def __init__(self, seed: int, options: SimOptions | None = None, zk: ZkSimOptions | None = None, *,
                  timeline: bool = False, trace_writer: Callable[[dict[str, object]], None] | None = None) -> None:
         self.zopt = zk or ZkSimOptions()

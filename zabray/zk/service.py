@@ -41,6 +41,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from zabray.protocol.events import RID_MASK
 from zabray.tree import AuthId, DataTree, OpCode, Result, ZooKeeperError, authenticate
 from zabray.tree import ops as tops
 from zabray.tree.acl import allowed as acl_allowed
@@ -323,7 +324,7 @@ class ZkService:
             self._finish(e, Reply(st.conn, e.xid, self.tree.last_zxid, ErrorInfo("NOT_READY", st.refusing)))
             return 0
         rid = self._next_rid
-        self._next_rid += 1
+        self._next_rid = rid + 1 if rid < RID_MASK else 1  # (a core request id has 40 bits)
         self.pending[rid] = e
         self._out.append(SubmitTxn(rid, value))
         return rid
