@@ -48,6 +48,9 @@ def random_write(rng: random.Random, ld: Leader, n: int) -> None:
 
 def grown(rng: random.Random, writes: int) -> Leader:
     ld = Leader()
+    # A quota on /a1: the tree rewrites its stats znode in place as /a1's subtree changes.
+    for path in ("/zookeeper/quota/a1", "/zookeeper/quota/a1/zookeeper_limits", "/zookeeper/quota/a1/zookeeper_stats"):
+        ld.write(create(path, b"", time_ms=0)).unwrap()
     for n in range(writes):
         random_write(rng, ld, n)
     return ld

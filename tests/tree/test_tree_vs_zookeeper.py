@@ -38,6 +38,7 @@ OPEN = ((31, "world", "anyone"),)
 BOB_ACL = ((1, "world", "anyone"), (31, "auth", ""))
 W = zp.OpCode
 
+QUOTA_Q = "/zookeeper/quota/q"
 # (kind, args...) — one client; "auth" adds a digest identity to it.
 SCRIPT: list[tuple[Any, ...]] = [
     ("exists", "/"), ("get", "/zookeeper"), ("get", "/zookeeper/config"), ("acl", "/zookeeper/config"),
@@ -57,6 +58,24 @@ SCRIPT: list[tuple[Any, ...]] = [
     ("multi", [("create", "/m", b""), ("set", "/m", b"x", 0), ("delete", "/a/e", -1)]),
     ("get", "/m"), ("count", "/"), ("ephemerals", "/a"), ("ephemerals", "/"),
     ("create", W.CREATE, "/", b"", OPEN, 2), ("delete", "/", -1), ("delete", "/nope/x", -1),
+    # Quotas, as zkCli's setquota makes them: the server keeps the stats znode's count and bytes.
+    ("create", W.CREATE, "/q", b"hello", OPEN, 0), ("create", W.CREATE, "/q/a", b"1", OPEN, 0),
+    ("create", W.CREATE, "/q/b", b"2", OPEN, 0), ("create", W.CREATE, "/zookeeper/quota/q", b"", OPEN, 0),
+    ("create", W.CREATE, f"{QUOTA_Q}/zookeeper_limits", b"count=5,bytes=-1", OPEN, 0),
+    ("create", W.CREATE, f"{QUOTA_Q}/zookeeper_stats", b"count=0,bytes=0", OPEN, 0),
+    ("get", f"{QUOTA_Q}/zookeeper_stats"),
+    ("set", "/q/a", b"11", -1), ("create", W.CREATE, "/q/a/c", b"xyz", OPEN, 0), ("delete", "/q/b", -1),
+    ("multi", [("create", "/q/m", b""), ("set", "/q/m", b"abcd", 0)]), ("get", f"{QUOTA_Q}/zookeeper_stats"),
+    # a quota deeper down takes its subtree's changes over; a stats value keeps keys it does not know
+    ("create", W.CREATE, f"{QUOTA_Q}/a", b"", OPEN, 0),
+    ("create", W.CREATE, f"{QUOTA_Q}/a/zookeeper_limits", b"count=-1,bytes=10", OPEN, 0),
+    ("create", W.CREATE, f"{QUOTA_Q}/a/zookeeper_stats", b"", OPEN, 0),
+    ("create", W.CREATE, "/q/a/d", b"12345", OPEN, 0),
+    ("get", f"{QUOTA_Q}/a/zookeeper_stats"), ("get", f"{QUOTA_Q}/zookeeper_stats"),
+    ("set", f"{QUOTA_Q}/zookeeper_stats", b"count=1,bytes=2=;countHardLimit=9", -1),
+    ("create", W.CREATE, "/q/e", b"", OPEN, 0), ("get", f"{QUOTA_Q}/zookeeper_stats"),
+    ("delete", f"{QUOTA_Q}/a/zookeeper_limits", -1), ("create", W.CREATE, "/q/a/f", b"x", OPEN, 0),
+    ("get", f"{QUOTA_Q}/a/zookeeper_stats"), ("get", f"{QUOTA_Q}/zookeeper_stats"),
 ]
 # Steps run again after a second client without bob's identity takes over.
 ANON_SCRIPT: list[tuple[Any, ...]] = [

@@ -64,6 +64,17 @@ def test_zkcli_script(hosts: str) -> None:
     assert f"Node does not exist: {root}" in out.splitlines()  # deleteall removed it all
 
 
+def test_zkcli_quota(hosts: str) -> None:
+    """setquota and listquota: the server keeps the quota's stats as the subtree changes."""
+    root = f"/quota{time.monotonic_ns() % 10**6}"
+    out = zkcli(hosts, f"create {root} hello", f"create {root}/a 1", f"create {root}/b 2", f"set {root}/a 11",
+                f"setquota -n 5 {root}", f"listquota {root}", f"create {root}/c xyz", f"delete {root}/b",
+                f"listquota {root}", f"delquota {root}", f"deleteall {root}", f"listquota {root}")
+    assert f"Output quota for {root} count=5,bytes=-1" in out
+    assert f"Output stat for {root} count=3,bytes=8" in out  # /root, a and b: "hello", "11", "2"
+    assert f"Output stat for {root} count=3,bytes=10" in out  # c's 3 bytes in, b's 1 out
+
+
 def test_java_client_load(hosts: str) -> None:
     for op in ("setData", "getData", "create"):
         r = zkclients.java_load(hosts, op, 1024, 20, seconds=0.5, warmup=0.2)

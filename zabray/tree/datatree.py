@@ -20,6 +20,7 @@ from zabray.errors import CorruptionError
 from zabray.fastinit import fast_inits
 from zabray.protocol.messages import Txn
 from zabray.tree import acl as acls
+from zabray.tree import quotas
 from zabray.tree.errors import (
     BadArgumentsError,
     NoNodeError,
@@ -151,6 +152,7 @@ class DataTree:
         self._ephemerals: dict[int, set[str]] = {}  # live session id -> paths it owns
         self._containers: set[str] = set()
         self._ttls: set[str] = set()
+        self._quotas: set[str] = set()  # paths with a quota (a limit znode): see zabray.tree.quotas
         self._last_zxid = 0
         self._processor = RequestProcessor(self)
         self._image: TreeImage | None = None  # a snapshot being encoded: told of each change
@@ -392,6 +394,10 @@ class DataTree:
         parent.add_child(name_of(path))
         parent.stat = Stat(pst.czxid, pst.mzxid, pst.ctime, pst.mtime, pst.version, b.parent_cversion,
                            pst.aversion, pst.ephemeral_owner, pst.data_length, pst.num_children + 1, z)
+        if ppath.startswith(QUOTA):
+            self._quota_node_created(path)
+        if self._quotas:
+            self._count_in_quota(path, 1, len(b.data))
         changes.append(Change(path, EventType.CREATED, node.acl))
         changes.append(Change(ppath, EventType.CHILD, parent.acl))
         return (path, client_stat(node.stat)) if b.stat else path
@@ -417,6 +423,9 @@ class DataTree:
                 owned.discard(path)
             self._containers.discard(path)
             self._ttls.discard(path)
+        if self._quotas:
+            self._quotas.discard(quotas.quota_of_limit_node(path) or "")
+            self._count_in_quota(path, -1, -len(node.data))
         changes.append(Change(path, EventType.DELETED, node.acl))
         changes.append(Change(ppath, EventType.CHILD, parent.acl))
 
@@ -426,12 +435,50 @@ class DataTree:
             raise _corrupt(z, f"set_data of {b.path}: missing or version does not follow")
         if self._image is not None:
             self._image.keep(b.path, node)
+        if self._quotas:
+            self._count_in_quota(b.path, 0, len(b.data) - len(node.data))
         node.data = b.data
         st = node.stat  # (the hottest write: built field by field, twice as fast as ``replace``)
         node.stat = Stat(st.czxid, z, st.ctime, t, b.version, st.cversion, st.aversion, st.ephemeral_owner,
                          len(b.data), st.num_children, st.pzxid)
         changes.append(Change(b.path, EventType.CHANGED, node.acl))
         return client_stat(node.stat)
+
+    # -- quotas (zabray.tree.quotas) -------------------------------------------------------------
+
+    def _quota_node_created(self, path: str) -> None:
+        """A limit znode puts a quota on its path; a stats znode starts from the subtree's size."""
+        quota = quotas.quota_of_limit_node(path)
+        if quota is not None:
+            self._quotas.add(quota)
+            return
+        quota = quotas.quota_of_stat_node(path)
+        if quota is not None:
+            prefix = quota + "/"
+            count = nbytes = 0
+            for p, n in self._nodes.items():
+                if p == quota or p.startswith(prefix):
+                    count += 1
+                    nbytes += len(n.data)
+            self._set_stats(path, quotas.render({"count": count, "bytes": nbytes}))
+
+    def _count_in_quota(self, path: str, count: int, nbytes: int) -> None:
+        """Add to the stats of the deepest quota'd prefix of ``path`` (none for the root)."""
+        p = path
+        while p != ROOT:
+            if p in self._quotas:
+                stats = self._nodes.get(quotas.stat_path(p))
+                if stats is not None:
+                    self._set_stats(quotas.stat_path(p), quotas.adjusted(stats.data, count, nbytes))
+                return
+            p = parent_of(p)
+
+    def _set_stats(self, path: str, data: bytes) -> None:
+        node = self._nodes[path]
+        if self._image is not None:
+            self._image.keep(path, node)
+        node.data = data
+        node.stat = replace(node.stat, data_length=len(data))  # no version, no mzxid: as ZooKeeper
 
     # -- snapshots ------------------------------------------------------------------------------
 
@@ -474,6 +521,7 @@ class DataTree:
         self._nodes, self._sessions, self._ephemerals = nodes, sessions, ephemerals
         self._containers = {p for p, n in nodes.items() if kind_of(n.stat.ephemeral_owner) is Kind.CONTAINER}
         self._ttls = {p for p, n in nodes.items() if kind_of(n.stat.ephemeral_owner) is Kind.TTL}
+        self._quotas = {q for q in map(quotas.quota_of_limit_node, nodes) if q is not None}
         self._last_zxid = last
         self._processor.abandon()
 
