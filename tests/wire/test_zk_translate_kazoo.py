@@ -22,6 +22,6 @@ def test_auth_scheme_with_kazoo_null_id_is_the_empty_id() -> None:
     assert isinstance(op, zm.Create) and op.acl == ((31, "auth", ""),)
 
 
-def test_reconfig_is_unimplemented_not_a_dropped_connection() -> None:
+def test_reconfig_is_disabled_not_a_dropped_connection() -> None:
     op = to_op(_decode(4, Reconfig(None, "3", None, -1)))
-    assert isinstance(op, zm.Unimplemented) and "reconfig" in op.what
+    assert isinstance(op, zm.Unimplemented) and "reconfig" in op.what and op.code == "RECONFIG_DISABLED"

@@ -50,7 +50,7 @@ def test_zkcli_script(hosts: str) -> None:
                 f"stat {root}", f"create -e -s {root}/e- x", f"create -c {root}/box", f"ls {root}",
                 f"delete {root}/nope", f"getAllChildrenNumber {root}", "getEphemerals",
                 f"setAcl {root} world:anyone:rcd", f"getAcl {root}", f"set {root} denied", f"deleteall {root}",
-                f"stat {root}", "ls /")  # (zkCli exits with its last command's status)
+                f"stat {root}", "reconfig -remove 3", "ls /")  # (zkCli exits with its last command's status)
     name = root[1:]
     assert f"Created {root}" in out and name in out and "zookeeper" in out and "hello" in out
     assert f"type:NodeDataChanged path:{root}" in out
@@ -62,6 +62,7 @@ def test_zkcli_script(hosts: str) -> None:
     assert "'world,'anyone\n: cdr" in out  # getAcl
     assert f"Insufficient permission : {root}" in out  # NoAuth on the set
     assert f"Node does not exist: {root}" in out.splitlines()  # deleteall removed it all
+    assert "KeeperErrorCode = Reconfig is disabled" in out  # ZooKeeper's default: membership fixed
 
 
 def test_zkcli_quota(hosts: str) -> None:

@@ -28,7 +28,7 @@ from zabray.zk import messages as zm
 
 OC = zp.OpCode
 CREATES = frozenset({zp.OpCode.CREATE, zp.OpCode.CREATE2, zp.OpCode.CREATE_CONTAINER, zp.OpCode.CREATE_TTL})
-_UNIMPLEMENTED: dict[int, str] = {zp.OpCode.RECONFIG: "reconfig", zp.OpCode.SASL: "SASL authentication",
+_UNIMPLEMENTED: dict[int, str] = {zp.OpCode.SASL: "SASL authentication",
                   zp.OpCode.DELETE_CONTAINER: "deleteContainer from a client"}
 
 
@@ -136,6 +136,8 @@ def to_op(req: zp.Request) -> zm.ClientOp:
     """The service request ``req`` asks for. Raises ``CodecError`` for an opcode ZooKeeper does
     not have (the connection is closed: the stream cannot be trusted)."""
     op, b = req.op, req.body
+    if op == OC.RECONFIG:  # ensembles are fixed at start (ZooKeeper's default, reconfigEnabled=false)
+        return zm.Unimplemented("reconfig", "RECONFIG_DISABLED")
     if op in _UNIMPLEMENTED:
         return zm.Unimplemented(_UNIMPLEMENTED[op])
     if not req.known:

@@ -140,9 +140,11 @@ class RemoveWatches:
 
 @dataclass(frozen=True, slots=True)
 class Unimplemented:
-    """An operation this service does not offer (reconfig, SASL...): answered UNIMPLEMENTED."""
+    """An operation this service does not offer: answered ``code`` (UNIMPLEMENTED, or for reconfig
+    RECONFIG_DISABLED, what ZooKeeper 3.8 answers with its default reconfigEnabled=false)."""
 
     what: str
+    code: str = "UNIMPLEMENTED"
 
 
 @dataclass(frozen=True, slots=True)

@@ -239,7 +239,8 @@ class ZkService:
             self._answer_now(st, xid, ErrorInfo("BAD_ARGUMENTS", op.message))
             return
         if isinstance(op, Unimplemented):
-            self._answer_now(st, xid, ErrorInfo("UNIMPLEMENTED", f"{op.what} is not implemented"))
+            why = "is disabled" if op.code == "RECONFIG_DISABLED" else "is not implemented"
+            self._answer_now(st, xid, ErrorInfo(op.code, f"{op.what} {why}"))
             return
         if not st.session:
             self._answer_now(st, xid, ErrorInfo("SESSION_EXPIRED", "no live session on this connection"))
