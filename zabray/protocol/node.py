@@ -61,7 +61,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-
 class Node:
     def __init__(
         self,

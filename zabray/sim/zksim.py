@@ -73,6 +73,7 @@ class _Client:
 
 class ZkSimulation(Simulation):
     FIRST_CORE_RID = _BASE_RIDS  # the services' request ids start at 1
+
     def __init__(self, seed: int, options: SimOptions | None = None, zk: ZkSimOptions | None = None, *,
                  timeline: bool = False, trace_writer: Callable[[dict[str, object]], None] | None = None) -> None:
         self.zopt = zk or ZkSimOptions()
