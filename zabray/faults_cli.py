@@ -82,7 +82,9 @@ def run_under_load(ens: Any, data: dict[str, Any], seed: int | None, in_flight: 
         if ens.info.get("config", {}).get("service", "broadcast") == "zookeeper":
             regs = RegisterWorkload(ens, run_dir, client=f"registers-{int(time.time())}",
                                     sessions=int(wcfg.get("sessions", 6)), keys=int(wcfg.get("keys", 3))).start()
-    wl = Workload(ens, in_flight=int(wcfg.get("in_flight", 100)) if in_flight is None else in_flight, size=int(wcfg.get("size", 1024)),
+    if in_flight is None:
+        in_flight = int(wcfg.get("in_flight", 100))
+    wl = Workload(ens, in_flight=in_flight, size=int(wcfg.get("size", 1024)),
                   session=os.getpid(), trace_dir=trace_dir, history=history).start()
     try:
         started = ens.run_schedule(data, seed, wait=False)

@@ -29,7 +29,7 @@ from zabray.zk import messages as zm
 OC = zp.OpCode
 CREATES = frozenset({zp.OpCode.CREATE, zp.OpCode.CREATE2, zp.OpCode.CREATE_CONTAINER, zp.OpCode.CREATE_TTL})
 _UNIMPLEMENTED: dict[int, str] = {zp.OpCode.SASL: "SASL authentication",
-                  zp.OpCode.DELETE_CONTAINER: "deleteContainer from a client"}
+                                  zp.OpCode.DELETE_CONTAINER: "deleteContainer from a client"}
 
 
 def acl_in(acl: tuple[zp.ACL, ...] | None) -> tuple[TreeACL, ...]:
