@@ -12,7 +12,7 @@ from tests.sim.conftest import explain, scripted
 from zabray.protocol.leader import Leader
 from zabray.protocol.messages import PeerState
 from zabray.protocol.zxid import Zxid
-from zabray.sim.simulator import Simulation
+from zabray.sim.simulator import SimOptions, Simulation, run_seed
 
 
 def elect(sim: Simulation) -> int:
@@ -264,8 +264,6 @@ def test_a_long_outage_leaves_no_backlog_of_election_notifications() -> None:
 def test_the_seed_that_found_it_heals() -> None:
     """Seed 870 of that sweep (`zabray sim --faults crash,partition,break,snapshot,drop,wipe
     --steps 3000`): replica 2 was down from tick 115 to the final healing at 640."""
-    from zabray.sim.simulator import SimOptions, run_seed
-
     faults = ("crash", "partition", "break", "snapshot", "drop", "wipe")
     r = run_seed(870, SimOptions(voters=3, steps=3000, faults=faults, fault_rate=0.01))
     assert r.ok, r.violations[0]
