@@ -22,23 +22,21 @@ from zabray.tree.paths import QUOTA
 LIMIT_NODE = "zookeeper_limits"
 STAT_NODE = "zookeeper_stats"
 _PAIRS = re.compile(r"[,;]+")
-_LIMIT_SUFFIX = "/" + LIMIT_NODE
+
+
+def _quota_of(path: str, name: str) -> str | None:
+    """``P`` if ``path`` is ``/zookeeper/quota/P/<name>`` with ``P`` not empty, else None."""
+    if not path.endswith("/" + name) or not path.startswith(QUOTA + "/"):
+        return None
+    return path[len(QUOTA) : -len(name) - 1] or None
 
 
 def quota_of_limit_node(path: str) -> str | None:
-    """``P`` if ``path`` is the limit znode of a quota on ``P``, else None."""
-    if not path.endswith(_LIMIT_SUFFIX) or not path.startswith(QUOTA + "/"):
-        return None
-    quota = path[len(QUOTA) : -len(_LIMIT_SUFFIX)]
-    return quota or None
+    return _quota_of(path, LIMIT_NODE)
 
 
 def quota_of_stat_node(path: str) -> str | None:
-    """``P`` if ``path`` is the stats znode of a quota on ``P``, else None."""
-    if not path.endswith("/" + STAT_NODE) or not path.startswith(QUOTA + "/"):
-        return None
-    quota = path[len(QUOTA) : -len(STAT_NODE) - 1]
-    return quota or None
+    return _quota_of(path, STAT_NODE)
 
 
 def stat_path(quota: str) -> str:
