@@ -35,7 +35,7 @@ class SessionActor:
     def create(self, path: str, data: bytes = b"", ephemeral: bool = False, sequential: bool = False) -> str:
         return self.session.create(path, data, ephemeral=ephemeral, sequential=sequential)
 
-    def get(self, path: str, watch: bool = False) -> tuple[bytes, Any]:
+    def get(self, path: str, watch: bool = False) -> tuple[bytes | None, Any]:
         return self.session.get(path, watch=self._watch(watch))
 
     def exists(self, path: str, watch: bool = False) -> Any:

@@ -121,11 +121,11 @@ def _now_ms() -> int:
 
 def _op_wire(op: Any) -> list[Any]:
     if isinstance(op, Create):
-        return ["create", [op.path, bytes(op.data), op.ephemeral, op.sequential]]
+        return ["create", [op.path, _data(op.data), op.ephemeral, op.sequential]]
     if isinstance(op, Delete):
         return ["delete", [op.path, op.version]]
     if isinstance(op, SetData):
-        return ["set", [op.path, bytes(op.data), op.version]]
+        return ["set", [op.path, _data(op.data), op.version]]
     if isinstance(op, Check):
         return ["check", [op.path, op.version]]
     raise ConfigError(f"multi takes Create/Delete/SetData/Check records, got {op!r:.60}")
@@ -522,10 +522,11 @@ class Session:
                            sequential: bool = False) -> str:
         return await self._arun(Create(path, _data(data), bool(ephemeral), bool(sequential)), _same)
 
-    def get(self, path: str, watch: Callback | None = None) -> tuple[bytes, Stat]:
+    def get(self, path: str, watch: Callback | None = None) -> tuple[bytes | None, Stat]:
+        """Data and Stat; data is None for a znode given ZooKeeper's null (by a Java client)."""
         return self._run(zm.GetData(path, watch is not None), lambda v, z: (v[0], Stat(*v[1])), watch)
 
-    async def get_async(self, path: str, watch: Callback | None = None) -> tuple[bytes, Stat]:
+    async def get_async(self, path: str, watch: Callback | None = None) -> tuple[bytes | None, Stat]:
         return await self._arun(zm.GetData(path, watch is not None), lambda v, z: (v[0], Stat(*v[1])), watch)
 
     def exists(self, path: str, watch: Callback | None = None) -> Stat | None:

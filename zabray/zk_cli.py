@@ -93,7 +93,7 @@ def _create(s: Any, a: argparse.Namespace) -> None:
 
 def _get(s: Any, a: argparse.Namespace) -> None:
     data, st = s.get(a.path)
-    sys.stdout.write(data.decode(errors="replace") + "\n")
+    sys.stdout.write(("null" if data is None else data.decode(errors="replace")) + "\n")  # as zkCli
     if a.stat:
         print(json.dumps(_stat_json(st)))
 

@@ -327,7 +327,7 @@ def test_a_set_data_request_and_txn_decode_by_the_same_rules_on_the_fast_path(
         except BadArgumentsError:
             return False
 
-    fits = 0 <= session < 2**64 and 0 <= t < 2**63 and type(data) is bytes and type(path) is str
+    fits = 0 <= session < 2**64 and 0 <= t < 2**63 and (data is None or type(data) is bytes) and type(path) is str
     if not (-(2**63) <= min(session, t, version) and max(session, t, version) < 2**64):
         return  # msgpack has no such integer
     raw = msgpack.packb([REQUEST_VERSION, session, t, [int(OpCode.SET_DATA), path, data, version], auth],

@@ -32,8 +32,8 @@ def random_write(rng: random.Random, ld: Leader, n: int) -> None:
         ld.write(create(p, b"c%d" % n, time_ms=n))
     elif kind == 1:
         ld.write(create(p + f"/k{rng.randrange(3)}", b"x" * rng.randrange(50), time_ms=n))
-    elif kind == 2:
-        ld.write(set_data(p, b"s%d" % n, time_ms=n))
+    elif kind == 2:  # (null data now and then: an image keeps it apart from empty data)
+        ld.write(set_data(p, None if n % 4 == 0 else b"s%d" % n, time_ms=n))
     elif kind == 3:
         ld.write(delete(p + f"/k{rng.randrange(3)}", time_ms=n) if rng.random() < 0.7 else delete(p, time_ms=n))
     elif kind == 4:

@@ -80,8 +80,9 @@ class Gen:
     def version(self) -> int:
         return self.pick([-1, -1, -1, 0, 1, 2])  # type: ignore[return-value]
 
-    def bytes_(self) -> bytes:
-        return self.data.draw(st.binary(max_size=3))
+    def bytes_(self) -> bytes | None:
+        """A znode's data: a few bytes, or ZooKeeper's null."""
+        return self.data.draw(st.none() | st.binary(max_size=3))
 
     def path(self, existing: list[str]) -> str:
         """Mostly an existing znode, sometimes one from the fixed set (which may not exist)."""

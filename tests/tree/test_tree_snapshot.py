@@ -199,6 +199,25 @@ def test_format_1_snapshot_is_refused_by_name() -> None:
     assert t.snapshot() == before
 
 
+def test_null_data_survives_a_snapshot_and_is_not_empty_data() -> None:
+    """ZooKeeper keeps a Java client's null data apart from empty data: getData answers null,
+    with dataLength 0. A snapshot must keep it so, and the digest must tell the two apart."""
+    null, empty = Leader(), Leader()
+    for ld, data in ((null, None), (empty, b"")):
+        assert ld.write(create("/n", data, time_ms=1)).ok
+        assert ld.write(create("/s", b"x", time_ms=2)).ok
+        assert ld.write(set_data("/s", data, time_ms=3)).ok
+    for p in ("/n", "/s"):
+        data, st = null.tree.get(p)
+        assert data is None and st.data_length == 0
+    assert null.tree.digest() != empty.tree.digest()
+    t = DataTree()
+    t.restore(null.tree.snapshot())
+    assert t.get("/n")[0] is None and t.get("/s")[0] is None
+    assert t.get("/s")[1] == null.tree.get("/s")[1]
+    assert t.digest() == null.tree.digest() and replica(null.log).digest() == null.tree.digest()
+
+
 def test_digest_tracks_content_only() -> None:
     ld = populated()
     d = ld.tree.digest()

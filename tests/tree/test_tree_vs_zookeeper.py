@@ -76,6 +76,12 @@ SCRIPT: list[tuple[Any, ...]] = [
     ("create", W.CREATE, "/q/e", b"", OPEN, 0), ("get", f"{QUOTA_Q}/zookeeper_stats"),
     ("delete", f"{QUOTA_Q}/a/zookeeper_limits", -1), ("create", W.CREATE, "/q/a/f", b"x", OPEN, 0),
     ("get", f"{QUOTA_Q}/a/zookeeper_stats"), ("get", f"{QUOTA_Q}/zookeeper_stats"),
+    # null data (a Java client's null, zkCli's create with no data): read back as null, 0 bytes long
+    ("create", W.CREATE2, "/n", None, OPEN, 0), ("get", "/n"), ("set", "/n", b"x", -1), ("set", "/n", None, -1),
+    ("get", "/n"), ("exists", "/n"), ("create", W.CREATE, "/e", b"", OPEN, 0), ("get", "/e"),
+    ("multi", [("create", "/mn", None), ("set", "/mn", None, 0)]), ("get", "/mn"),
+    ("set", "/q/a/d", None, -1), ("create", W.CREATE, "/q/n", None, OPEN, 0), ("get", "/q/a/d"),
+    ("get", f"{QUOTA_Q}/zookeeper_stats"), ("delete", "/q/a/d", -1), ("get", f"{QUOTA_Q}/zookeeper_stats"),
 ]
 # Steps run again after a second client without bob's identity takes over.
 ANON_SCRIPT: list[tuple[Any, ...]] = [
@@ -152,7 +158,7 @@ class ZkSide:
             case zp.StatResponse(stat=st):
                 return ("OK", norm_stat(st))
             case zp.GetDataResponse(data=d, stat=st):
-                return ("OK", d or b"", norm_stat(st))
+                return ("OK", d, norm_stat(st))
             case zp.Children2Response(children=ch, stat=st):
                 return ("OK", sorted(ch or ()), norm_stat(st))
             case zp.GetACLResponse(acl=acl, stat=st):

@@ -76,6 +76,14 @@ def test_zkcli_quota(hosts: str) -> None:
     assert f"Output stat for {root} count=3,bytes=10" in out  # c's 3 bytes in, b's 1 out
 
 
+def test_zkcli_null_data(hosts: str) -> None:
+    """zkCli's create with no data sends a null: ZooKeeper keeps it apart from empty data."""
+    root = f"/null{time.monotonic_ns() % 10**6}"
+    out = zkcli(hosts, f"create {root}", f"get {root}", f"stat {root}", f"deleteall {root}")
+    assert "\nnull\ncZxid = " in out  # get: the data, then the stat  (zkCli prints "Created" to stderr)
+    assert "dataLength = 0" in out
+
+
 def test_java_client_load(hosts: str) -> None:
     for op in ("setData", "getData", "create"):
         r = zkclients.java_load(hosts, op, 1024, 20, seconds=0.5, warmup=0.2)

@@ -62,7 +62,7 @@ class _View:
 class _PathState:
     zxid: int
     stat: Stat | None
-    data: bytes
+    data: bytes | None
     kids: tuple[str, ...]
 
 

@@ -175,8 +175,9 @@ class DataTree:
     # Reads take the reader's auth ids: None skips the ACL check (the service's own reads),
     # a tuple checks READ as ZooKeeper's FinalRequestProcessor does (NoAuthError).
 
-    def get(self, path: str, auth: tuple[AuthId, ...] | None = None) -> tuple[bytes, Stat]:
-        """Data and Stat of ``path``; raises NoNodeError / BadArgumentsError / NoAuthError."""
+    def get(self, path: str, auth: tuple[AuthId, ...] | None = None) -> tuple[bytes | None, Stat]:
+        """Data (None: created or set with ZooKeeper's null) and Stat of ``path``; raises
+        NoNodeError / BadArgumentsError / NoAuthError."""
         node = self._node(path, auth)
         return node.data, client_stat(node.stat)
 
@@ -224,10 +225,10 @@ class DataTree:
 
     def multi_read(
         self, ops: list[tuple[str, str]], auth: tuple[AuthId, ...] | None = None
-    ) -> list[tuple[bytes, Stat] | list[str] | ZooKeeperError]:
+    ) -> list[tuple[bytes | None, Stat] | list[str] | ZooKeeperError]:
         """multiRead: ``ops`` are ("get", path) or ("children", path); each yields its result
         or its own error (ZooKeeper answers every op; one failing does not fail the others)."""
-        out: list[tuple[bytes, Stat] | list[str] | ZooKeeperError] = []
+        out: list[tuple[bytes | None, Stat] | list[str] | ZooKeeperError] = []
         for kind, path in ops:
             try:
                 if kind == "get":
@@ -387,7 +388,8 @@ class DataTree:
             self._containers.add(path)
         elif kind is Kind.TTL:
             self._ttls.add(path)
-        node = Node(b.data, Stat(z, z, t, t, 0, 0, 0, owner, len(b.data), 0, z), b.acl)
+        size = 0 if b.data is None else len(b.data)
+        node = Node(b.data, Stat(z, z, t, t, 0, 0, 0, owner, size, 0, z), b.acl)
         if self._image is not None:
             self._image.keep(ppath, parent)
         self._nodes[path] = node
@@ -397,7 +399,7 @@ class DataTree:
         if ppath.startswith(QUOTA):
             self._quota_node_created(path)
         if self._quotas:
-            self._count_in_quota(path, 1, len(b.data))
+            self._count_in_quota(path, 1, size)
         changes.append(Change(path, EventType.CREATED, node.acl))
         changes.append(Change(ppath, EventType.CHILD, parent.acl))
         return (path, client_stat(node.stat)) if b.stat else path
@@ -425,7 +427,7 @@ class DataTree:
             self._ttls.discard(path)
         if self._quotas:
             self._quotas.discard(quotas.quota_of_limit_node(path) or "")
-            self._count_in_quota(path, -1, -len(node.data))
+            self._count_in_quota(path, -1, -node.stat.data_length)
         changes.append(Change(path, EventType.DELETED, node.acl))
         changes.append(Change(ppath, EventType.CHILD, parent.acl))
 
@@ -435,12 +437,14 @@ class DataTree:
             raise _corrupt(z, f"set_data of {b.path}: missing or version does not follow")
         if self._image is not None:
             self._image.keep(b.path, node)
+        data = b.data
+        size = 0 if data is None else len(data)
         if self._quotas:
-            self._count_in_quota(b.path, 0, len(b.data) - len(node.data))
-        node.data = b.data
+            self._count_in_quota(b.path, 0, size - node.stat.data_length)
+        node.data = data
         st = node.stat  # (the hottest write: built field by field, twice as fast as ``replace``)
         node.stat = Stat(st.czxid, z, st.ctime, t, b.version, st.cversion, st.aversion, st.ephemeral_owner,
-                         len(b.data), st.num_children, st.pzxid)
+                         size, st.num_children, st.pzxid)
         changes.append(Change(b.path, EventType.CHANGED, node.acl))
         return client_stat(node.stat)
 
@@ -459,7 +463,7 @@ class DataTree:
             for p, n in self._nodes.items():
                 if p == quota or p.startswith(prefix):
                     count += 1
-                    nbytes += len(n.data)
+                    nbytes += n.stat.data_length
             self._set_stats(path, quotas.render({"count": count, "bytes": nbytes}))
 
     def _count_in_quota(self, path: str, count: int, nbytes: int) -> None:
@@ -469,7 +473,7 @@ class DataTree:
             if p in self._quotas:
                 stats = self._nodes.get(quotas.stat_path(p))
                 if stats is not None:
-                    self._set_stats(quotas.stat_path(p), quotas.adjusted(stats.data, count, nbytes))
+                    self._set_stats(quotas.stat_path(p), quotas.adjusted(stats.data or b"", count, nbytes))
                 return
             p = parent_of(p)
 

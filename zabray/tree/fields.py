@@ -42,9 +42,10 @@ class Fields:
             self.fail(f"{name} must be an integer in [{lo}, {hi}), got {v!r:.40}")
         return v
 
-    def bytes_(self, v: Any, name: str) -> bytes:
-        if type(v) is not bytes:
-            self.fail(f"{name} must be bytes, got {type(v).__name__}")
+    def data(self, v: Any) -> bytes | None:
+        """A znode's data: bytes, or None for ZooKeeper's null (a client sent length -1)."""
+        if v is not None and type(v) is not bytes:
+            self.fail(f"data must be bytes or None, got {type(v).__name__}")
         return v
 
     def str_(self, v: Any, name: str) -> str:

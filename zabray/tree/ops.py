@@ -92,7 +92,7 @@ def _op_fields(op: Op, f: _Fields, *, nested: bool) -> list[Any]:
         return [
             OpCode.CREATE,
             f.str_(op.path, "path"),
-            f.bytes_(op.data, "data"),
+            f.data(op.data),
             f.bool_(op.ephemeral, "ephemeral"),
             f.bool_(op.sequential, "sequential"),
             _acl_fields(op.acl, f),
@@ -103,7 +103,7 @@ def _op_fields(op: Op, f: _Fields, *, nested: bool) -> list[Any]:
     if type(op) is Delete:
         return [OpCode.DELETE, f.str_(op.path, "path"), f.version(op.version)]
     if type(op) is SetData:
-        return [OpCode.SET_DATA, f.str_(op.path, "path"), f.bytes_(op.data, "data"), f.version(op.version)]
+        return [OpCode.SET_DATA, f.str_(op.path, "path"), f.data(op.data), f.version(op.version)]
     if type(op) is Check:
         return [OpCode.CHECK, f.str_(op.path, "path"), f.version(op.version)]
     if nested:
@@ -183,7 +183,7 @@ def _decode_op(v: Any, f: _Fields, *, nested: bool) -> Op:
     if code is OpCode.CREATE:
         return Create(
             f.str_(v[1], "path"),
-            f.bytes_(v[2], "data"),
+            f.data(v[2]),
             f.bool_(v[3], "ephemeral"),
             f.bool_(v[4], "sequential"),
             f.acl(v[5]),
@@ -194,7 +194,7 @@ def _decode_op(v: Any, f: _Fields, *, nested: bool) -> Op:
     if code is OpCode.DELETE:
         return Delete(f.str_(v[1], "path"), f.version(v[2]))
     if code is OpCode.SET_DATA:
-        return SetData(f.str_(v[1], "path"), f.bytes_(v[2], "data"), f.version(v[3]))
+        return SetData(f.str_(v[1], "path"), f.data(v[2]), f.version(v[3]))
     if code is OpCode.CHECK:
         return Check(f.str_(v[1], "path"), f.version(v[2]))
     if nested:
@@ -306,7 +306,7 @@ def _decode_body(v: Any, f: _Fields, *, nested: bool) -> TxnBody:
             f.fail(f"invalid owner 0x{owner:x}")
         return CreateTxn(
             _txn_path(v[1], f),
-            f.bytes_(v[2], "data"),
+            f.data(v[2]),
             owner,
             f.int_(v[4], "parent_cversion", 1, _I64),
             f.acl(v[5]),
@@ -322,7 +322,7 @@ def _decode_body(v: Any, f: _Fields, *, nested: bool) -> TxnBody:
             validate_path(p)
         except BadArgumentsError as e:
             f.fail(str(e))
-        return SetDataTxn(p, f.bytes_(v[2], "data"), f.int_(v[3], "version", 1, _I64))
+        return SetDataTxn(p, f.data(v[2]), f.int_(v[3], "version", 1, _I64))
     if code is OpCode.CHECK:
         f.list_(v, "check", 3)
         return CheckTxn(f.str_(v[1], "path"), f.version(v[2]))
@@ -392,7 +392,7 @@ def _req(op: Op, session_id: int, time_ms: int, auth: Iterable[AuthId] = ()) -> 
 
 def create(
     path: str,
-    data: bytes = b"",
+    data: bytes | None = b"",
     *,
     ephemeral: bool = False,
     sequential: bool = False,
@@ -417,7 +417,7 @@ def delete(
 
 def set_data(
     path: str,
-    data: bytes,
+    data: bytes | None,
     version: int = -1,
     *,
     session_id: int = 0,

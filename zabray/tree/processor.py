@@ -290,11 +290,10 @@ class RequestProcessor:
             return self._set_data(op, auth, s)  # type: ignore[arg-type]
         return self._check(op, auth, s)  # type: ignore[arg-type]
 
-    def _data(self, data: bytes, path: str) -> bytes:
+    def _data(self, data: bytes | None, path: str) -> None:
         limit = self._tree.max_data_bytes
-        if len(data) > limit:
+        if data is not None and len(data) > limit:
             raise DataTooLargeError(f"{path}: {len(data)} bytes of data, the limit is {limit}", path=path)
-        return data
 
     def _owner(self, op: Create, sid: int, path: str) -> int:
         """The stored owner of the znode ``op`` creates (ZooKeeper's mode and TTL checks)."""

@@ -40,10 +40,11 @@ class Create:
     and has none. ``ttl`` (ms, 1..2^40-1; -1: none): a persistent znode removed once it has no
     children and was not modified for longer than that. ``stat``: the result is (path, Stat),
     as for ZooKeeper's create2/createContainer/createTTL, instead of the path alone.
+    ``data`` None is ZooKeeper's null (a Java client's ``null``): read back as None, 0 bytes long.
     """
 
     path: str
-    data: bytes = b""
+    data: bytes | None = b""
     ephemeral: bool = False
     sequential: bool = False
     acl: tuple[ACL, ...] = OPEN_ACL
@@ -61,7 +62,7 @@ class Delete:
 @dataclass(frozen=True, slots=True)
 class SetData:
     path: str
-    data: bytes
+    data: bytes | None
     version: int = -1
 
 
@@ -131,7 +132,7 @@ class Request:
 
 
 def create_op(
-    opcode: int, path: str, data: bytes, acl: tuple[ACL, ...], flags: int, ttl: int = -1
+    opcode: int, path: str, data: bytes | None, acl: tuple[ACL, ...], flags: int, ttl: int = -1
 ) -> Create:
     """The Create for a ZooKeeper create/create2/createContainer/createTTL with CreateMode
     ``flags``, checked as ZooKeeper 3.8 checks mode and TTL (BadArgumentsError otherwise).
@@ -168,7 +169,7 @@ class CreateTxn:
     marker); ``acl`` the validated ACL; ``stat``: the result is (path, Stat)."""
 
     path: str
-    data: bytes
+    data: bytes | None
     ephemeral_owner: int
     parent_cversion: int
     acl: tuple[ACL, ...] = OPEN_ACL
@@ -185,7 +186,7 @@ class SetDataTxn:
     """Set the data; the znode's version becomes ``version``."""
 
     path: str
-    data: bytes
+    data: bytes | None
     version: int
 
 

@@ -3,9 +3,9 @@
 ``[MAGIC, VERSION, blake2b-128(body), body]`` with body = msgpack of
 ``[last_zxid, [row sorted by path], [[session_id, timeout_ms] sorted]]`` and
 ``row = [path, data, czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, pzxid,
-[[perms, scheme, id], ...]]``: the stored stat (cversion counts child creations, owner is the
-stored owner with the container / TTL markers) and the ACL; dataLength and numChildren follow
-from the rest. Version 1 (no ACLs, no ZooKeeper subtree) is refused by name.
+[[perms, scheme, id], ...]]``: data is bin, or nil for ZooKeeper's null; the stored stat
+(cversion counts child creations, owner is the stored owner with the container / TTL markers)
+and the ACL; dataLength and numChildren follow from the rest. Version 1 (no ACLs, no ZooKeeper subtree) is refused by name.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class Node:
 
     __slots__ = ("data", "stat", "children", "acl")
 
-    def __init__(self, data: bytes, stat: Stat, acl: tuple[ACL, ...]) -> None:
+    def __init__(self, data: bytes | None, stat: Stat, acl: tuple[ACL, ...]) -> None:
         self.data = data
         self.stat = stat
         self.acl = acl
@@ -154,7 +154,7 @@ def decode_snapshot(data: bytes) -> tuple[int, dict[str, Node], dict[int, int], 
         if type(row) is not list or len(row) != 12:
             raise _bad("node row is not [path, data, *stat, acl]")
         path, ndata = row[0], row[1]
-        if type(path) is not str or type(ndata) is not bytes:
+        if type(path) is not str or (ndata is not None and type(ndata) is not bytes):
             raise _bad("node path/data of the wrong type")
         try:
             validate_path(path)
@@ -170,7 +170,7 @@ def decode_snapshot(data: bytes) -> tuple[int, dict[str, Node], dict[int, int], 
         pzxid = _int(row[10], -_I64, _I64, "pzxid")
         if not valid_owner(owner):
             raise _bad(f"{path}: invalid owner 0x{owner:x}")
-        stat = Stat(czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, len(ndata), 0, pzxid)
+        stat = Stat(czxid, mzxid, ctime, mtime, version, cversion, aversion, owner, 0 if ndata is None else len(ndata), 0, pzxid)
         node = Node(ndata, stat, _acl(row[11], path))
         if path == ROOT:
             if owner:

@@ -83,7 +83,7 @@ def _create(op: int, rec: Any) -> TCreate:
     # a plain persistent znode.
     container = op == zp.OpCode.CREATE_CONTAINER
     ephemeral = mode.ephemeral and not container
-    return TCreate(rec.path, rec.data or b"", ephemeral, mode.sequential, acl_in(rec.acl), container,
+    return TCreate(rec.path, rec.data, ephemeral, mode.sequential, acl_in(rec.acl), container,
                    ttl if mode.ttl else -1, op != zp.OpCode.CREATE)
 
 
@@ -93,7 +93,7 @@ def _sub_op(op: int, rec: Any) -> TCreate | TDelete | TSetData | TCheck:
     if op == zp.OpCode.DELETE:
         return TDelete(rec.path, rec.version)
     if op == zp.OpCode.SET_DATA:
-        return TSetData(rec.path, rec.data or b"", rec.version)
+        return TSetData(rec.path, rec.data, rec.version)
     if op == zp.OpCode.CHECK:
         return TCheck(rec.path, rec.version)
     raise ValueError(f"op type {op} cannot be part of a multi")
@@ -161,7 +161,7 @@ def _to_op(op: int, b: Any) -> zm.ClientOp:
         case OC.GET_CHILDREN | OC.GET_CHILDREN2:
             return zm.GetChildren(b.path, b.watch, stat=op == OC.GET_CHILDREN2)
         case OC.SET_DATA:
-            return zm.SetData(b.path, b.data or b"", b.version)
+            return zm.SetData(b.path, b.data, b.version)
         case OC.DELETE:
             return zm.Delete(b.path, b.version)
         case OC.CHECK:

@@ -337,13 +337,14 @@ class ZkService:
         try:
             match op:
                 case Create(path, data, ephemeral, sequential, acl, container, ttl, stat):
-                    value = tops.create(path, bytes(data), ephemeral=ephemeral, sequential=sequential,
-                                        session_id=sid, time_ms=t, acl=acl, container=container, ttl=ttl,
-                                        stat=stat, auth=auth)
+                    data = None if data is None else bytes(data)  # (None: ZooKeeper's null)
+                    value = tops.create(path, data, ephemeral=ephemeral, sequential=sequential, session_id=sid,
+                                        time_ms=t, acl=acl, container=container, ttl=ttl, stat=stat, auth=auth)
                 case Delete(path, version):
                     value = tops.delete(path, version, session_id=sid, time_ms=t, auth=auth)
                 case SetData(path, data, version):
-                    value = tops.set_data(path, bytes(data), version, session_id=sid, time_ms=t, auth=auth)
+                    data = None if data is None else bytes(data)
+                    value = tops.set_data(path, data, version, session_id=sid, time_ms=t, auth=auth)
                 case SetACL(path, acl, version):
                     value = tops.set_acl(path, acl, version, session_id=sid, time_ms=t, auth=auth)
                 case Check(path, version):
