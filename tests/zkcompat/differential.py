@@ -37,7 +37,8 @@ READ_PATHS = PATHS + ["/", "/zookeeper", "/zookeeper/quota", "/nope/x"]
 # empty path: every client refuses it, and ZooKeeper's own answer to it (MARSHALLINGERROR) is an
 # exception in its request-metrics code, not a rule a server could follow.
 RAW_PATHS = ["/d/", "d", "/d//a", "/d/./a", "/d/../a", "/d/a\u0000", "/zookeeper/q", "/d/a/"]
-DATA = [b"", b"v", b"value-2", b"x" * 100]
+TX_DATA = [b"", b"v", b"value-2", b"x" * 100]  # kazoo's transactions refuse None before sending
+DATA = [*TX_DATA, None]  # None: ZooKeeper's null, which kazoo's create and set send as such
 VERSIONS = [-1, -1, 0, 1, 2, 5]
 USERS = [("alice", "pw1"), ("bob", "pw2")]
 TTL_MS = 3_600_000  # long enough never to expire during a run (the sweeps are off anyway)
@@ -111,9 +112,9 @@ def generate(seed: int, n: int, sessions: int = 2) -> list[Op]:
             sub = []
             for _ in range(rng.randint(2, 4)):
                 q = rng.choice(PATHS)
-                sub.append(rng.choice([("create", q, rng.choice(DATA), rng.random() < 0.2, rng.random() < 0.2),
+                sub.append(rng.choice([("create", q, rng.choice(TX_DATA), rng.random() < 0.2, rng.random() < 0.2),
                                        ("delete", q, rng.choice(VERSIONS)),
-                                       ("set", q, rng.choice(DATA), rng.choice(VERSIONS)),
+                                       ("set", q, rng.choice(TX_DATA), rng.choice(VERSIONS)),
                                        ("check", q, rng.choice(VERSIONS))]))
             args = (tuple(sub),)
         elif k == "get_acls":
