@@ -1,7 +1,7 @@
 """The tree against Apache ZooKeeper 3.8 itself: one script of operations (ACLs, auth, containers,
-sequential names, ZooKeeper's own znodes, a multi failing halfway, the 3.8 reads) run on both,
-every answer compared: error codes, paths, data, ACLs and Stats (zxids and times by their
-relations, not their values). TTL znodes are left out: the oracle runs without
+sequential names, ZooKeeper's own znodes, a multi failing halfway, the 3.8 reads, quotas, null
+data, path characters) run on both, every answer compared: error codes, paths, data, ACLs and
+Stats (zxids and times by their relations, not their values). TTL znodes are left out: the oracle runs without
 extendedTypesEnabled."""
 
 from __future__ import annotations
@@ -82,6 +82,12 @@ SCRIPT: list[tuple[Any, ...]] = [
     ("multi", [("create", "/mn", None), ("set", "/mn", None, 0)]), ("get", "/mn"),
     ("set", "/q/a/d", None, -1), ("create", W.CREATE, "/q/n", None, OPEN, 0), ("get", "/q/a/d"),
     ("get", f"{QUOTA_Q}/zookeeper_stats"), ("delete", "/q/a/d", -1), ("get", f"{QUOTA_Q}/zookeeper_stats"),
+    # path characters: ZooKeeper judges a path's UTF-16 units, so a character beyond U+FFFF (two
+    # surrogates) is refused like the private use area; a sequential create after them shows the
+    # parent's counter counted the same creates
+    *(("create", W.CREATE, f"/u-{c}", b"", OPEN, 0)
+      for c in ("\u00e9\u2603", "\U0001d11e", "\ue000", "\uf8ff", "\uf900", "\ud7ff", "\uffef", "\ufff0")),
+    ("create", W.CREATE, "/u-", b"", OPEN, 2), ("children2", "/"),
 ]
 # Steps run again after a second client without bob's identity takes over.
 ANON_SCRIPT: list[tuple[Any, ...]] = [

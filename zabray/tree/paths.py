@@ -1,5 +1,5 @@
 """Znode path rules (as ZooKeeper): absolute, "/"-separated, no trailing slash except the root,
-no empty, "." or ".." components, no NUL or other control characters."""
+no empty, "." or ".." components, no NUL, control, private-use or non-BMP characters."""
 
 from __future__ import annotations
 
@@ -14,13 +14,16 @@ SPECIAL_PATHS = frozenset({ROOT, ZOOKEEPER, QUOTA, CONFIG})
 
 
 def _bad_char(c: str) -> bool:
+    """ZooKeeper's rule, which it applies to a path's UTF-16 code units: controls, U+D800..U+F8FF
+    (surrogates and the private use area) and U+FFF0..U+FFFF. A character beyond U+FFFF is two
+    surrogates in Java, so every one of them is refused too."""
     o = ord(c)
-    return o < 0x20 or 0x7F <= o <= 0x9F or 0xD800 <= o <= 0xDFFF or 0xFFF0 <= o <= 0xFFFF
+    return o < 0x20 or 0x7F <= o <= 0x9F or 0xD800 <= o <= 0xF8FF or o >= 0xFFF0
 
 
 # The characters _bad_char rejects, as one class: every write validates its path, and a
 # per-character Python loop was a visible share of a loaded leader's time.
-_BAD_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufff0-\uffff]")
+_BAD_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\uf8ff\ufff0-\U0010ffff]")
 
 
 # Paths already found valid: a write's path is checked where the request is decoded, where it is
