@@ -134,7 +134,7 @@ def req_bytes(*v: object) -> bytes:
         req_bytes(2, 0, 0, [1, "/a", b"", False, False], []),  # create arity (format 1)
         req_bytes(2, 0, 0, [9, "/a", [], 2**31], []),  # set_acl version beyond int32
         req_bytes(2, 0, 0, [10], []),  # delete_container arity
-        req_bytes(2, 0, 0, [2, "/a", -2], []),  # version below -1
+        req_bytes(2, 0, 0, [2, "/a", -(2**31) - 1], []),  # version below int32
         req_bytes(2, 0, 0, [2, "/a", 2**31], []),  # version beyond int32
         req_bytes(2, 0, 0, [2, "/a"], []),  # arity
         req_bytes(2, 0, 0, [5, [[6, 1000]]], []),  # sessions cannot be in a multi
@@ -333,7 +333,7 @@ def test_a_set_data_request_and_txn_decode_by_the_same_rules_on_the_fast_path(
     raw = msgpack.packb([REQUEST_VERSION, session, t, [int(OpCode.SET_DATA), path, data, version], auth],
                         use_bin_type=True)  # (msgpack sends a tuple as a list)
     ids_ok = type(auth) is list and all(len(e) == 2 and all(type(x) is str for x in e) for e in auth)
-    if fits and -1 <= version < 2**31 and ids_ok:  # (a request's path is checked later, by the processor)
+    if fits and -(2**31) <= version < 2**31 and ids_ok:  # (a request's path is checked later, by the processor)
         ids = tuple(tuple(e) for e in auth)  # type: ignore[union-attr]
         assert decode_request(raw) == Request(session, t, SetData(path, data, version), ids)  # type: ignore[arg-type]
     else:

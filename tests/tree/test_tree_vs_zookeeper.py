@@ -88,6 +88,9 @@ SCRIPT: list[tuple[Any, ...]] = [
     *(("create", W.CREATE, f"/u-{c}", b"", OPEN, 0)
       for c in ("\u00e9\u2603", "\U0001d11e", "\ue000", "\uf8ff", "\uf900", "\ud7ff", "\uffef", "\ufff0")),
     ("create", W.CREATE, "/u-", b"", OPEN, 2), ("children2", "/"),
+    # an expected version below -1 is just one no znode has: BAD_VERSION, not BAD_ARGUMENTS
+    ("set", "/n", b"v", -2), ("set", "/n", b"v", -(2**31)), ("delete", "/n", -2), ("setacl", "/n", OPEN, -2),
+    ("multi", [("check", "/n", -2)]), ("multi", [("set", "/n", b"v", -5), ("delete", "/e", -1)]), ("get", "/n"),
 ]
 # Steps run again after a second client without bob's identity takes over.
 ANON_SCRIPT: list[tuple[Any, ...]] = [

@@ -39,7 +39,7 @@ READ_PATHS = PATHS + ["/", "/zookeeper", "/zookeeper/quota", "/nope/x"]
 RAW_PATHS = ["/d/", "d", "/d//a", "/d/./a", "/d/../a", "/d/a\u0000", "/zookeeper/q", "/d/a/"]
 TX_DATA = [b"", b"v", b"value-2", b"x" * 100]  # kazoo's transactions refuse None before sending
 DATA = [*TX_DATA, None]  # None: ZooKeeper's null, which kazoo's create and set send as such
-VERSIONS = [-1, -1, 0, 1, 2, 5]
+VERSIONS = [-1, -1, 0, 1, 2, 5, -2]  # -2: no znode has it (BAD_VERSION, as any other mismatch)
 USERS = [("alice", "pw1"), ("bob", "pw2")]
 TTL_MS = 3_600_000  # long enough never to expire during a run (the sweeps are off anyway)
 

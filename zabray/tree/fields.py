@@ -88,7 +88,9 @@ class Fields:
         return code
 
     def version(self, v: Any) -> int:
-        return self.int_(v, "version", -1, I32)
+        """An expected version: any int32, as on ZooKeeper's wire. -1 matches any version; any
+        other that differs from the znode's (-2 included) is BAD_VERSION, as in ZooKeeper."""
+        return self.int_(v, "version", -I32, I32)
 
     def session(self, v: Any) -> int:
         return self.int_(v, "session id", 0, U64)

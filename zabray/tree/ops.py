@@ -224,7 +224,7 @@ def decode_request(data: bytes) -> Request:
         if (type(op) is list and len(op) == 4 and op[0] == _SET_DATA and type(op[0]) is int
                 and type(session) is int and 0 <= session < _U64 and type(t) is int and 0 <= t < _I64):
             path, value, version = op[1], op[2], op[3]
-            if type(path) is str and type(value) is bytes and type(version) is int and -1 <= version < _I32:
+            if type(path) is str and type(value) is bytes and type(version) is int and -_I32 <= version < _I32:
                 # Every check before the auth ids passed, so a bad one fails as the long way would.
                 return Request(session, t, SetData(path, value, version), _REQ.auth(auth))
     f.list_(v, "request")
