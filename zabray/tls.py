@@ -87,7 +87,7 @@ def make_certs(out: str | os.PathLike[str], names: list[str], *, days: int = 825
     names = [_valid_name(n) for n in names]
     if not names:
         raise ConfigError("name at least one certificate to make (e.g. node client)")
-    d = Path(out)
+    d = Path(out).absolute()  # openssl runs inside it: a relative path would be taken from there
     try:
         d.mkdir(parents=True, exist_ok=True)
         os.chmod(d, 0o700)

@@ -86,6 +86,15 @@ def test_cli_makes_a_secret_and_certificates_that_load(tmp_path: Path, capsys: p
     assert r.returncode == 0, r.stderr
 
 
+def test_cli_makes_certificates_in_a_relative_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """`zabray certs tls` from the directory a user stands in (openssl runs inside tls/)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["certs", "tls", "node"]) == 0, capsys.readouterr().err
+    assert all((tmp_path / "tls" / f).is_file() for f in ("ca.pem", "node.pem", "node.key"))
+    assert not [p for p in (tmp_path / "tls").iterdir() if p.is_dir()]  # the CSRs' scratch directory is gone
+
+
 def test_cli_says_in_one_line_where_it_cannot_write(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # A path under a regular file can be neither made nor written: exit 2 and one line, no traceback.
     (tmp_path / "file").write_text("")
