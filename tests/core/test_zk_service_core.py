@@ -171,3 +171,33 @@ def test_a_new_leader_gives_every_live_session_a_full_timeout() -> None:
     h.feed(zm.ServiceTick(104_500))
     h.commit()
     assert sid not in h.tree.sessions()
+
+
+def test_requests_sent_behind_a_connect_wait_for_its_session() -> None:
+    """The Java client's Netty socket sends queued requests right behind its ConnectRequest.
+    ZooKeeper stops reading until the session exists; here they wait, then run in order."""
+    h = Harness()
+    h.feed(zm.ClientRequest(1, 0, zm.Connect(0, 4000, 0)))
+    h.feed(zm.ClientRequest(1, 2, zm.Create("/a", b"x", ephemeral=True)))
+    h.feed(zm.ClientRequest(1, 3, zm.GetData("/a")))
+    assert h.replies(1) == [] and len(h.held) == 1  # only the session's creation is submitted
+    h.commit()
+    reps = h.replies(1)
+    assert [r.xid for r in reps] == [0] and reps[0].error is None and len(h.held) == 1
+    sid = reps[0].value[0]
+    h.commit()
+    reps = h.replies(1)
+    assert [r.xid for r in reps] == [0, 2, 3] and all(r.error is None for r in reps)
+    assert reps[2].value[0] == b"x" and h.tree.get("/a")[1].ephemeral_owner == sid
+
+
+def test_requests_behind_a_failed_connect_are_answered_as_without_a_session() -> None:
+    h = Harness()
+    h.feed(zm.ClientRequest(1, 0, zm.Connect(0, 4000, 0)))
+    h.feed(zm.ClientRequest(1, 2, zm.GetData("/")))
+    (connect,) = h.held
+    h.held = []
+    h.feed(zm.TxnFailed(connect.rid, "no leader is established", uncertain=False))
+    h.feed(zm.StepEnd())
+    reps = h.replies(1)
+    assert [(r.xid, r.error.code if r.error else None) for r in reps] == [(0, "NOT_READY"), (2, "NOT_READY")]

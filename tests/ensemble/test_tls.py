@@ -117,3 +117,26 @@ def test_kazoo_reads_and_writes_over_tls_and_plaintext_is_refused(start, tmp_pat
             bad.start(timeout=5)
         bad.stop()
         bad.close()
+
+
+@pytest.mark.zookeeper
+def test_zookeepers_java_client_over_tls(start, tmp_path) -> None:
+    """ZooKeeper's own CLI over TLS, as its documentation sets a client up: the Netty socket, a
+    PEM key store (key and certificate) and trust store, host names verified (the certificates
+    name 127.0.0.1)."""
+    from tests.zkcompat.clients import NETTY, zkcli
+
+    ca = tmp_path / "ca"
+    make_certs(ca, ["node", "client"])
+    store = tmp_path / "client-store.pem"
+    store.write_text((ca / "client.key").read_text() + (ca / "client.pem").read_text())
+    ens = start(3, service="zookeeper", tls=True, tls_ca=str(ca / "ca.pem"), tls_cert=str(ca / "node.pem"),
+                tls_key=str(ca / "node.key"), tls_client_certs=True)
+    ens.wait_for_leader(60)
+    flags = [NETTY, "-Dzookeeper.client.secure=true", f"-Dzookeeper.ssl.keyStore.location={store}",
+             "-Dzookeeper.ssl.keyStore.type=PEM", f"-Dzookeeper.ssl.trustStore.location={ca / 'ca.pem'}",
+             "-Dzookeeper.ssl.trustStore.type=PEM"]
+    out = zkcli(ens.connect_string(), "create /java-tls hello", "get /java-tls", jvm_flags=flags)
+    assert "Created /java-tls" in out and "\nhello\n" in out, out[-2000:]
+    with ens.session(timeout=5) as own:
+        assert own.get("/java-tls")[0] == b"hello"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.zkcompat.clients import zkcli
+from tests.zkcompat.clients import NETTY, zkcli
 from zabray import apache_zk
 from zabray.ensemble import Ensemble
 
@@ -82,6 +82,15 @@ def test_zkcli_null_data(hosts: str) -> None:
     out = zkcli(hosts, f"create {root}", f"get {root}", f"stat {root}", f"deleteall {root}")
     assert "\nnull\ncZxid = " in out  # get: the data, then the stat  (zkCli prints "Created" to stderr)
     assert "dataLength = 0" in out
+
+
+def test_zkcli_over_the_netty_socket(hosts: str) -> None:
+    """The Java client's Netty socket (the one TLS needs) sends its first requests right behind
+    the ConnectRequest, before the session exists: they must wait for it, not fail."""
+    root = f"/netty{time.monotonic_ns() % 10**6}"
+    out = zkcli(hosts, f"create -e {root} hello", f"get {root}", "ls /", jvm_flags=[NETTY])
+    assert f"Created {root}" in out and "\nhello\n" in out and root[1:] in out, out[-2000:]
+    assert "Session expired" not in out
 
 
 def test_java_client_load(hosts: str) -> None:

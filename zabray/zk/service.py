@@ -26,9 +26,11 @@ change it missed fire at once (ZooKeeper's SetWatches).
 
 Sessions. A new session is a ``create_session`` txn; resuming is refused (``BEHIND``) by a
 replica whose tree is older than the session's last seen zxid, and any connect while not
-serving is refused (``NOT_READY``). Leaving broadcast closes the session connections so clients
-move; the host must report it (``RoleChanged``) after the very core step that left, not at the
-next tick, or a session could read here in between. Every request or ping touches its session; touches go to the core each tick
+serving is refused (``NOT_READY``). Requests sent right behind a new session's connect (the Java
+client's Netty socket does) wait until it is answered, as ZooKeeper stops reading meanwhile.
+Leaving broadcast closes the session connections so clients move; the host must report it
+(``RoleChanged``) after the very core step that left, not at the next tick, or a session could
+read here in between. Every request or ping touches its session; touches go to the core each tick
 (``ReportTouches``) and reach the leader's service as ``SessionsAlive``. The leading service
 keeps the tracker (session -> deadline), started from the tree's live sessions with fresh
 deadlines when it becomes leader, and expires a silent session by submitting its close.
@@ -125,7 +127,7 @@ class _Entry:
 
 
 class _Conn:
-    __slots__ = ("conn", "session", "queue", "closing", "reads", "refusing", "auth")
+    __slots__ = ("conn", "session", "queue", "closing", "reads", "refusing", "auth", "opening", "waiting")
 
     def __init__(self, conn: int) -> None:
         self.conn = conn
@@ -135,6 +137,8 @@ class _Conn:
         self.reads = 0  # unanswered reads in the queue
         self.refusing: str | None = None  # why every further request is NOT_READY
         self.auth: tuple[AuthId, ...] = ()  # the connection's ids: its address, then addAuth's
+        self.opening: _Entry | None = None  # the connect creating the session, until answered
+        self.waiting: list[tuple[int, ClientOp]] = []  # requests that arrived behind it meanwhile
 
 
 class ZkService:
@@ -229,6 +233,9 @@ class ZkService:
                 self.touched.add(st.session)
             self._out.append(Reply(conn, xid, self.tree.last_zxid, None, None))
             return
+        if st.opening is not None:
+            st.waiting.append((xid, op))
+            return
         if st.refusing is not None:
             self._answer_now(st, xid, ErrorInfo("NOT_READY", st.refusing))
             return
@@ -296,6 +303,17 @@ class ZkService:
                 self._conn_closed(st.conn)
                 return
         self._release(st)
+        if st.opening is not None and st.opening.done and (not q or q[0] is not st.opening):
+            self._opened(st)
+
+    def _opened(self, st: _Conn) -> None:
+        """The connect that creates the session is answered (either way): the requests sent
+        behind it are taken in order now, as if they had just arrived."""
+        st.opening, waiting, st.waiting = None, st.waiting, []
+        for xid, op in waiting:
+            if self.conns.get(st.conn) is not st:
+                return  # one of them closed the connection (closeSession, a failed addAuth)
+            self._request(st.conn, xid, op)
 
     def _release(self, st: _Conn) -> None:
         """Submit the writes held behind reads that are now answered."""
@@ -561,7 +579,7 @@ class ZkService:
         sid = op.session_id
         if sid == 0:
             sid = self._new_session_id()
-            e = _Entry(xid, st)
+            e = st.opening = _Entry(xid, st)
             st.queue.append(e)
             e.on_ok = lambda: self._bind(st, sid, Watches(), 0)
             self._submit(e, tops.create_session(sid, timeout, time_ms=self.now_ms))
