@@ -32,7 +32,7 @@ class SessionActor:
     def session_id(self) -> int:
         return self.session.session_id
 
-    def create(self, path: str, data: bytes = b"", ephemeral: bool = False, sequential: bool = False) -> str:
+    def create(self, path: str, data: bytes | None = b"", ephemeral: bool = False, sequential: bool = False) -> str:
         return self.session.create(path, data, ephemeral=ephemeral, sequential=sequential)
 
     def get(self, path: str, watch: bool = False) -> tuple[bytes | None, Any]:

@@ -62,10 +62,13 @@ __all__ = ["Session", "ConnectionLossError", "NotReadyError", "WatchDispatchErro
            "NotEmptyError", "SessionExpiredError", "ZooKeeperError"]
 
 
-def _data(data: Any) -> bytes:
-    """A znode's data as bytes; ``BadArgumentsError`` for anything else (a str has no one encoding)."""
+def _data(data: Any) -> bytes | None:
+    """A znode's data as bytes, or None for ZooKeeper's null (as the Java client's and kazoo's
+    null); ``BadArgumentsError`` for anything else (a str has no one encoding)."""
+    if data is None:
+        return None
     if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise BadArgumentsError(f"znode data must be bytes, got {type(data).__name__}")
+        raise BadArgumentsError(f"znode data must be bytes or None, got {type(data).__name__}")
     return bytes(data)
 
 
@@ -379,6 +382,8 @@ def _multi_ops(ops: tuple[Any, ...]) -> zm.Multi:
     for o in ops:
         if not isinstance(o, (Create, Delete, SetData, Check)):
             raise ConfigError(f"multi takes Create/Delete/SetData/Check records, got {o!r:.60}")
+        if isinstance(o, (Create, SetData)):
+            _data(o.data)  # here, in the caller, not when the request is being sent
     return zm.Multi(tuple(ops))
 
 
@@ -514,11 +519,11 @@ class Session:
 
     # -- the API: each op in a sync form and an async twin over the same call ----------------------
 
-    def create(self, path: str, data: bytes = b"", ephemeral: bool = False, sequential: bool = False) -> str:
+    def create(self, path: str, data: bytes | None = b"", ephemeral: bool = False, sequential: bool = False) -> str:
         """Create ``path``; returns the created path (with the sequence suffix if sequential)."""
         return self._run(Create(path, _data(data), bool(ephemeral), bool(sequential)), _same)
 
-    async def create_async(self, path: str, data: bytes = b"", ephemeral: bool = False,
+    async def create_async(self, path: str, data: bytes | None = b"", ephemeral: bool = False,
                            sequential: bool = False) -> str:
         return await self._arun(Create(path, _data(data), bool(ephemeral), bool(sequential)), _same)
 
@@ -541,10 +546,10 @@ class Session:
     async def children_async(self, path: str, watch: Callback | None = None) -> list[str]:
         return await self._arun(zm.GetChildren(path, watch is not None), lambda v, z: list(v[0]), watch)
 
-    def set(self, path: str, data: bytes, version: int = -1) -> Stat:
+    def set(self, path: str, data: bytes | None, version: int = -1) -> Stat:
         return self._run(SetData(path, _data(data), int(version)), lambda v, z: Stat(*v))
 
-    async def set_async(self, path: str, data: bytes, version: int = -1) -> Stat:
+    async def set_async(self, path: str, data: bytes | None, version: int = -1) -> Stat:
         return await self._arun(SetData(path, _data(data), int(version)), lambda v, z: Stat(*v))
 
     def delete(self, path: str, version: int = -1) -> None:

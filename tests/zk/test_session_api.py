@@ -40,8 +40,8 @@ def test_every_call_and_error(zk) -> None:
         # Checked before anything is sent, as ZooKeeper's client does: a str value used to be a
         # bare TypeError, a bytes path a NoNodeError about a parent "b'", a read of a relative path
         # a NoNodeError.
-        bad = [(lambda: s.create("/api2", "text"), "znode data must be bytes, got str"),  # type: ignore[arg-type]
-               (lambda: s.set("/api", None), "znode data must be bytes, got NoneType"),  # type: ignore[arg-type]
+        bad = [(lambda: s.create("/api2", "text"), "znode data must be bytes or None, got str"),  # type: ignore[arg-type]
+               (lambda: s.multi(SetData("/api", "text")), "znode data must be bytes or None, got str"),  # type: ignore[arg-type]
                (lambda: s.create(b"/api2", b""), "path must be a string, got bytes"),  # type: ignore[arg-type]
                (lambda: s.create("/api/.", b""), "relative path component '.'"),
                (lambda: s.get("/api/"), "path must not end with '/'"),
@@ -52,6 +52,10 @@ def test_every_call_and_error(zk) -> None:
                 call()
         data, st = s.get("/api")
         assert data == b"root" and st.version == 0 and st.ephemeral_owner == 0
+        s.create("/api-null", None)  # ZooKeeper's null data, kept apart from empty data
+        assert s.get("/api-null")[0] is None and s.get("/api-null")[1].data_length == 0
+        s.multi(SetData("/api-null", b""), Create("/api-null/n", None))
+        assert s.get("/api-null")[0] == b"" and s.get("/api-null/n")[0] is None
         with pytest.raises(NoNodeError):
             s.get("/api/missing")
         st2 = s.set("/api", b"v1", version=0)

@@ -12,6 +12,7 @@ import threading
 import pytest
 
 from zabray.cli import main
+from zabray.tree import Create
 
 pytestmark = pytest.mark.ray
 
@@ -27,6 +28,9 @@ def test_cli_verbs(zk, capsys) -> None:
     assert run("create", "/cli", "hello") == (0, "/cli")
     assert run("create", "/cli/s-", "--sequential") == (0, "/cli/s-0000000000")
     assert run("get", "/cli") == (0, "hello")
+    with zk.session(timeout=5) as own:  # null data (a Java client's null) prints as zkCli prints it
+        own.multi(Create("/cli-null", None))
+    assert run("get", "/cli-null") == (0, "null")
     assert run("set", "/cli", "bye", "--version", "0") == (0, "1")
     assert run("set", "/cli", "again", "--version", "0")[0] == 1  # bad version
     assert run("ls", "/cli") == (0, "s-0000000000")

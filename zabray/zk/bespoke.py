@@ -32,14 +32,18 @@ def wire_value(v: Any) -> Any:
     return v
 
 
+def _data(v: Any) -> bytes | None:
+    return None if v is None else bytes(v)  # (None: ZooKeeper's null)
+
+
 def _sub_op(x: list[Any]) -> Create | Delete | SetData | Check:
     kind, a = x[0], x[1]
     if kind == "create":
-        return Create(str(a[0]), bytes(a[1]), bool(a[2]), bool(a[3]))
+        return Create(str(a[0]), _data(a[1]), bool(a[2]), bool(a[3]))
     if kind == "delete":
         return Delete(str(a[0]), int(a[1]))
     if kind == "set":
-        return SetData(str(a[0]), bytes(a[1]), int(a[2]))
+        return SetData(str(a[0]), _data(a[1]), int(a[2]))
     if kind == "check":
         return Check(str(a[0]), int(a[1]))
     raise ValueError(f"unknown multi op {kind!r:.20}")
@@ -67,11 +71,11 @@ def request(req: cp.ZkReq) -> ClientOp:
                 return GetData(path, watch)
             return Exists(path, watch) if op == "exists" else GetChildren(path, watch, stat=True)
         if op == "create":
-            return Create(str(a[0]), bytes(a[1]), bool(a[2]), bool(a[3]))
+            return Create(str(a[0]), _data(a[1]), bool(a[2]), bool(a[3]))
         if op == "delete":
             return Delete(str(a[0]), int(a[1]))
         if op == "set":
-            return SetData(str(a[0]), bytes(a[1]), int(a[2]))
+            return SetData(str(a[0]), _data(a[1]), int(a[2]))
         if op == "check":
             return Check(str(a[0]), int(a[1]))
         if op == "sync":
