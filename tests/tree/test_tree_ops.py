@@ -308,7 +308,18 @@ def test_check_and_sync(ld: Leader) -> None:
     fails(ld.write(check("/b", time_ms=1)), NoNodeError)
     r = ld.write(sync("/whatever", time_ms=1))
     assert r.ok and r.op is OpCode.SYNC and r.value == "/whatever" and r.changes == ()
-    fails(ld.write(sync("bad", time_ms=1)), BadArgumentsError)
+    r = ld.write(sync("bad", time_ms=1))  # a sync's path is echoed, never judged, as by ZooKeeper
+    assert r.ok and r.value == "bad"
+
+
+def test_a_delete_judges_its_path_as_zookeeper_does(ld: Leader) -> None:
+    """Only what ZooKeeper needs to find the parent: a path with no "/" or with a NUL is
+    BAD_ARGUMENTS; any other malformed path names no znode."""
+    ld.write(create("/a", time_ms=1))
+    for bad in ("a", "/a\x00", "", "/"):
+        fails(ld.write(delete(bad, time_ms=1)), BadArgumentsError)
+    for missing in ("/a/", "/a//b", "/a/\ue000", "/a/.", "/nope/\x01"):
+        fails(ld.write(delete(missing, time_ms=1)), NoNodeError)
 
 
 # -- multi -------------------------------------------------------------------------------------------

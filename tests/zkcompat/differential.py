@@ -37,6 +37,8 @@ READ_PATHS = PATHS + ["/", "/zookeeper", "/zookeeper/quota", "/nope/x"]
 # empty path: every client refuses it, and ZooKeeper's own answer to it (MARSHALLINGERROR) is an
 # exception in its request-metrics code, not a rule a server could follow.
 RAW_PATHS = ["/d/", "d", "/d//a", "/d/./a", "/d/../a", "/d/a\u0000", "/zookeeper/q", "/d/a/"]
+# Characters no znode's path may hold (not beyond U+FFFF: ZooKeeper echoes those as surrogates).
+BAD_CHAR_PATHS = ["/d/\ue000", "/d/a\u0001", "/d/\ufff0"]
 TX_DATA = [b"", b"v", b"value-2", b"x" * 100]  # kazoo's transactions refuse None before sending
 DATA = [*TX_DATA, None]  # None: ZooKeeper's null, which kazoo's create and set send as such
 VERSIONS = [-1, -1, 0, 1, 2, 5, -2]  # -2: no znode has it (BAD_VERSION, as any other mismatch)
@@ -75,7 +77,7 @@ class Op:
 _KINDS = (["create"] * 8 + ["create_raw"] * 2 + ["set"] * 4 + ["delete"] * 3 + ["delete_child"] * 2
           + ["get"] * 3 + ["exists"] * 2 + ["children"] * 3 + ["multi"] * 3
           + ["get_acls", "set_acls", "set_acls", "auth", "sync", "count", "ephemerals", "whoami",
-             "multi_read", "add_watch", "add_watch", "watches", "get_raw"])
+             "multi_read", "add_watch", "add_watch", "watches", "get_raw", "raw_path"])
 
 
 def generate(seed: int, n: int, sessions: int = 2) -> list[Op]:
@@ -142,6 +144,9 @@ def generate(seed: int, n: int, sessions: int = 2) -> list[Op]:
             args = ("remove", rp, rng.choice([1, 2, 3]))
         elif k == "get_raw":
             args = (rng.choice(RAW_PATHS),)
+        elif k == "raw_path":  # exists, delete and sync each judge a path their own way
+            args = (rng.choice(["exists", "delete", "sync"]), rng.choice(RAW_PATHS + BAD_CHAR_PATHS),
+                    rng.choice(VERSIONS))
         else:  # whoami, sync
             args = (p,)
         if rng.random() < 0.02:
@@ -308,6 +313,11 @@ class Runner:
                 return kx.call(c, req(a[1], a[2]), t)
             case "get_raw":
                 return kx.call(c, kx.get_data_raw(a[0]), t)
+            case "raw_path":
+                kind, path, version = a
+                req = {"exists": lambda: kx.exists_raw(path), "delete": lambda: kx.delete_raw(path, version),
+                       "sync": lambda: kx.sync_raw(path)}[kind]()
+                return kx.call(c, req, t)
             case "reopen":
                 c.stop()
                 c.close()

@@ -139,6 +139,18 @@ def get_data_raw(path: str) -> RawRequest:
     return RawRequest(4, bytes(write_string(path) + b"\0"), parse, path)
 
 
+def exists_raw(path: str) -> RawRequest:
+    return RawRequest(3, bytes(write_string(path) + b"\0"), _stat, path)
+
+
+def delete_raw(path: str, version: int) -> RawRequest:
+    return RawRequest(2, bytes(write_string(path) + int_struct.pack(version)), _none, path)
+
+
+def sync_raw(path: str) -> RawRequest:
+    return RawRequest(9, bytes(write_string(path)), lambda b, o: read_string(b, o), path)
+
+
 def multi_read(ops: Sequence[tuple[str, str]]) -> RawRequest:
     """multiRead of ("get", path) / ("children", path): each op answers its value or its error."""
     body = bytearray()

@@ -72,7 +72,8 @@ def test_zabray_answers_as_apache_zookeeper(apache_zookeeper: apache_zk.ApacheZo
     # The sequence must exercise every kind of op, failures as well as successes.
     assert {o.kind for o in ops} >= {"create", "create_raw", "set", "delete", "delete_child", "get", "exists",
                                      "children", "multi", "get_acls", "set_acls", "auth", "sync", "count",
-                                     "ephemerals", "whoami", "multi_read", "add_watch", "watches", "reopen"}
+                                     "ephemerals", "whoami", "multi_read", "add_watch", "watches", "reopen",
+                                     "raw_path"}
     outcomes = collections.Counter(r[0][1] if r[0][0] == "error" else "ok" for r in candidate)
     assert {"NoNodeError", "NodeExistsError", "BadVersionError", "NoAuthError", "InvalidACLError",
             "NotEmptyError", "BadArgumentsError", "NoWatcherError"} <= set(outcomes), outcomes

@@ -273,7 +273,7 @@ class RequestProcessor:
                     raise
             return MultiTxn(tuple(subs))
         if t is Sync:
-            return SyncTxn(validate_path(op.path))  # type: ignore[union-attr]
+            return SyncTxn(op.path)  # type: ignore[union-attr]  # (echoed, never judged, as by ZooKeeper)
         if t is SetACL:
             return self._set_acl(op, req.auth, s)  # type: ignore[arg-type]
         return self._sub(op, sid, req.auth, s)  # type: ignore[arg-type]
@@ -343,10 +343,14 @@ class RequestProcessor:
         return CreateTxn(path, op.data, owner, cversion, acl, op.stat)
 
     def _delete(self, op: Delete, auth: tuple[AuthId, ...], s: _Scratch) -> DeleteTxn:
-        path = validate_path(op.path)
+        # ZooKeeper judges a delete's path only as far as its parent needs: one with no "/" or a
+        # NUL is BAD_ARGUMENTS; any other malformed path names no znode, so it is NO_NODE.
+        path = op.path
+        if "/" not in path or "\0" in path:
+            raise BadArgumentsError(f"cannot delete {path!r}: not a path", path=path)
         if path in SPECIAL_PATHS:
             raise BadArgumentsError(f"cannot delete {path}", path=path)
-        ppath = parent_of(path)
+        ppath = path[: path.rfind("/")] or ROOT
         parent = s.node(ppath)
         if parent is None:
             raise NoNodeError(f"{path}: parent {ppath} does not exist", path=ppath)

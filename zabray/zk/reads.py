@@ -63,6 +63,8 @@ def read(tree: DataTree, watches: WatchTables, sid: int, auth: tuple[AuthId, ...
                 watches.watch_data(path, sid)
             return value
         case Exists(path, watch):
+            if "\0" in path:  # the one path check of ZooKeeper's exists
+                raise BadArgumentsError(f"{path!r}: a path cannot hold a NUL", path=path)
             stat = tree.exists(path) if _valid(path) else None
             if watch:
                 watches.watch_data(path, sid)
