@@ -42,6 +42,13 @@ def test_digest_and_authenticate() -> None:
     assert authenticate("digest", b"super:test", super_digest=SUPER_DIGEST) == (("super", ""), ("digest", SUPER_DIGEST))
     with pytest.raises(AuthFailedError):
         authenticate("foo", b"x")
+    # ZooKeeper's ip provider grants the connection's own address, whatever was sent; a null
+    # digest credential fails (kazoo sends "" as null)
+    assert authenticate("ip", b"10.0.0.1", address="127.0.0.1") == (("ip", "127.0.0.1"),)
+    assert authenticate("ip", None, address="::1") == (("ip", "::1"),)
+    for scheme, cred in (("ip", b"10.0.0.1"), ("digest", None)):  # (no address: not a network connection)
+        with pytest.raises(AuthFailedError):
+            authenticate(scheme, cred)
     assert zk_code("AUTH_FAILED") == -115 and zk_code("NO_AUTH") == -102 and zk_code("INVALID_ACL") == -114
     assert NoAuthError("x").zk_err == -102 and InvalidACLError("x").zk_err == -114
     assert zk_code("RUNTIME_INCONSISTENCY") == -2 and zk_code("NO_SUCH") == -1  # SYSTEM_ERROR

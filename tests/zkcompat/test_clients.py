@@ -1,6 +1,7 @@
-"""ZooKeeper's own clients (zkCli.sh, the Java client through benchmarks/zkload) scripted against
-Apache ZooKeeper 3.8 and against zabray: the same script, the same expected output. Apache's run
-pins down what these clients print; zabray's must print the same."""
+"""ZooKeeper's own clients (zkCli.sh, the Java client through benchmarks/zkload), and kazoo where
+a case needs a call zkCli cannot make, scripted against Apache ZooKeeper 3.8 and against zabray:
+the same script, the same expected output. Apache's run pins down what these clients print;
+zabray's must print the same."""
 
 from __future__ import annotations
 
@@ -91,6 +92,32 @@ def test_zkcli_over_the_netty_socket(hosts: str) -> None:
     out = zkcli(hosts, f"create -e {root} hello", f"get {root}", "ls /", jvm_flags=[NETTY])
     assert f"Created {root}" in out and "\nhello\n" in out and root[1:] in out, out[-2000:]
     assert "Session expired" not in out
+
+
+def test_add_auth_as_zookeepers_providers_grant(hosts: str) -> None:
+    """addAuth "ip" grants the connection's own address whatever the credential; "digest" with a
+    null credential (kazoo sends "" as null) fails the session, as ZooKeeper's providers do."""
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import AuthFailedError
+
+    from tests.zkcompat import kazoo_extra as kx
+
+    c = KazooClient(hosts=hosts, timeout=10)
+    c.start(timeout=30)
+    try:
+        c.add_auth("ip", "10.9.8.7")
+        assert kx.call(c, kx.who_am_i(), 10)[0] == [("ip", "127.0.0.1")]  # the address, once
+    finally:
+        c.stop()
+        c.close()
+    c = KazooClient(hosts=hosts, timeout=10)
+    c.start(timeout=30)
+    try:
+        with pytest.raises(AuthFailedError):
+            c.add_auth("digest", "")
+    finally:
+        c.stop()
+        c.close()
 
 
 def test_java_client_load(hosts: str) -> None:

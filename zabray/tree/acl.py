@@ -32,12 +32,18 @@ def digest_id(credential: str) -> str:
     return user + ":" + base64.b64encode(hashlib.sha1(credential.encode("utf-8")).digest()).decode("ascii")
 
 
-def authenticate(scheme: str, credential: bytes, *, super_digest: str | None = None) -> tuple[AuthId, ...]:
-    """The ids an ``addAuth(scheme, credential)`` grants; AuthFailedError for a scheme other
-    than ``digest`` (``ip`` ids come from the connection's address, not from addAuth).
+def authenticate(scheme: str, credential: bytes | None, *, super_digest: str | None = None,
+                 address: str | None = None) -> tuple[AuthId, ...]:
+    """The ids an ``addAuth(scheme, credential)`` grants, as ZooKeeper's providers grant them:
+    ``digest`` the credential's digest id (AuthFailedError for a null one), ``ip`` the
+    connection's own ``address`` whatever the credential; AuthFailedError for any other scheme.
     ``super_digest`` is ``super:<base64 sha1>``: a credential matching it also grants ("super", "")."""
+    if scheme == "ip" and address is not None:
+        return (("ip", address),)
     if scheme != "digest":
         raise AuthFailedError(f"unknown authentication scheme {scheme!r}")
+    if credential is None:
+        raise AuthFailedError("digest credentials are null")
     try:
         text = credential.decode("utf-8")
     except UnicodeDecodeError:

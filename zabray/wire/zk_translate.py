@@ -190,7 +190,7 @@ def _to_op(op: int, b: Any) -> zm.ClientOp:
         case OC.WHO_AM_I:
             return zm.WhoAmI()
         case OC.AUTH:
-            return zm.AddAuth(b.scheme, b.auth or b"")
+            return zm.AddAuth(b.scheme, b.auth)
         case OC.SET_WATCHES:
             return zm.SetWatches(b.relativeZxid, zm.Watches(_paths(b.dataWatches), _paths(b.existWatches),
                                                             _paths(b.childWatches)))

@@ -110,7 +110,7 @@ class AddAuth:
     the connection is closed."""
 
     scheme: str
-    credential: bytes
+    credential: bytes | None
 
 
 @dataclass(frozen=True, slots=True)

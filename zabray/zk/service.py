@@ -407,7 +407,8 @@ class ZkService:
             elif isinstance(op, _WATCH_OPS):
                 reads.watch_op(self.watches, sid, op)
             elif isinstance(op, AddAuth):
-                ids = authenticate(op.scheme, op.credential, super_digest=self.super_digest)
+                ip = next((i for s, i in st.auth if s == "ip"), None)  # the connection's own address
+                ids = authenticate(op.scheme, op.credential, super_digest=self.super_digest, address=ip)
                 st.auth += tuple(i for i in ids if i not in st.auth)
             elif isinstance(op, SetWatches):
                 w = op.watches
