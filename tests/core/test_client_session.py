@@ -191,3 +191,27 @@ def test_an_expiry_fails_everything_and_ends_the_session() -> None:
     assert c.completed()[0].error.code == "SESSION_EXPIRED"  # type: ignore[union-attr]
     c.feed(cs.Call(2, zm.Exists("/a")))
     assert c.completed()[-1].error.code == "SESSION_EXPIRED"  # type: ignore[union-attr]
+
+
+def test_an_eager_client_sends_calls_behind_its_connect_and_loses_them_with_it() -> None:
+    """``eager`` (the Java client's Netty socket): calls issued before the session exists go out
+    right behind the connect; if that connect fails, their fate is unknown: CONNECTION_LOSS."""
+    c = Client()
+    c.core.eager = True
+    c.feed(cs.Call(1, zm.Create("/a")))
+    c.feed(cs.Call(2, zm.GetData("/a")))
+    dial = c.last(cs.Dial)
+    c.feed(cs.Dialed(dial.conn))
+    sent = c.sends(dial.conn)
+    assert [type(s.op) for s in sent] == [zm.Connect, zm.Create, zm.GetData]
+    c.feed(cs.Received(dial.conn, zm.Reply(0, sent[0].xid, 3, zm.ErrorInfo("NOT_READY", "x"), None)))
+    assert [(d.call_id, d.error.code if d.error else None) for d in c.completed()] == [
+        (1, "CONNECTION_LOSS"), (2, "CONNECTION_LOSS")]
+    # The next connect succeeds: later calls go out behind it and complete in order.
+    c.feed(cs.Call(3, zm.Create("/b")))
+    dial = c.last(cs.Dial)
+    c.feed(cs.Dialed(dial.conn))
+    connect, create = c.sends(dial.conn)
+    c.feed(cs.Received(dial.conn, zm.Reply(0, connect.xid, 4, None, (0x77, 3000))))
+    reply(c, dial.conn, create, 5, value="/b")
+    assert [d.call_id for d in c.completed()] == [1, 2, 3] and c.completed()[-1].error is None

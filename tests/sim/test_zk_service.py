@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from tests.sim.zk_planted import PLANTED
+from tests.sim.zk_planted import PLANTED, PLANTED_EAGER
 from zabray.sim.simulator import SimOptions
 from zabray.sim.zksim import ZkSimOptions, run_zk_seed
 from zabray.zk.service import ZkService
@@ -100,6 +100,31 @@ def test_planted_service_bugs_are_caught(bug: str, monkeypatch: pytest.MonkeyPat
             record_property("caught_after_seeds", n + 1)
             return
     pytest.fail(f"planted bug not caught in 1,100 schedules: {bug}")
+
+
+EAGER = ZkSimOptions(session_timeout_ms=800, eager=True)
+EAGER_SEEDS = 300
+
+
+def test_clients_that_send_calls_behind_their_connect_keep_every_property() -> None:
+    """As the Java client's Netty socket does: the replica must hold those calls until the
+    session exists, and a client whose connect then fails must not count on them."""
+    failures = []
+    for seed in range(90_000, 90_000 + EAGER_SEEDS * SCALE):
+        r = run_zk_seed(seed, SimOptions(steps=STEPS, faults=ALL), EAGER)
+        if not r.ok:  # type: ignore[attr-defined]
+            failures.append(f"seed {seed}: {r.violations[0]}")  # type: ignore[attr-defined]
+    assert not failures, "\n".join(failures[:10])
+
+
+@pytest.mark.parametrize("bug", sorted(PLANTED_EAGER))
+def test_planted_bugs_are_caught_with_eager_clients(bug: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    attr, broken = PLANTED_EAGER[bug]
+    monkeypatch.setattr(ZkService, attr, broken)
+    for seed in range(90_000, 90_000 + EAGER_SEEDS):
+        if not run_zk_seed(seed, SimOptions(steps=STEPS, faults=ALL), EAGER).ok:  # type: ignore[attr-defined]
+            return
+    pytest.fail(f"planted bug not caught in {EAGER_SEEDS} schedules: {bug}")
 
 
 def test_a_seed_reproduces_exactly() -> None:

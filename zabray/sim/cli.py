@@ -45,6 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="what the replicas run: plain broadcast (default), or the ZooKeeper service with "
                    "simulated client sessions (checked: trees, session order, reads, watches, ephemerals)")
     p.add_argument("--clients", type=int, default=3, help="simulated client sessions (--service zookeeper)")
+    p.add_argument("--eager-clients", action="store_true",
+                   help="clients send calls right behind their connect, as the Java client's Netty socket "
+                   "does (--service zookeeper)")
     p.add_argument("--export-scenario", type=Path, metavar="FILE",
                    help="run --seed only and write its faults and writes as a scenario for a real ensemble "
                    "(`zabray scenario run FILE`); what cannot be carried over is listed in its notes")
@@ -99,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     if args.service == "zookeeper":
         from zabray.sim.zksim import ZkSimOptions
 
-        zk = ZkSimOptions(clients=args.clients)
+        zk = ZkSimOptions(clients=args.clients, eager=args.eager_clients)
     trace_dir = str(args.trace_dir) if args.trace_dir else None
     if trace_dir is not None:
         try:
@@ -193,7 +196,9 @@ def _print(s: dict[str, Any], results: list[SimResult], args: argparse.Namespace
         for v in bad[:20]:
             print(f"    seed {v['seed']}: {v['property']} at step {v['step']}: {v['detail']}", file=out)
         v0 = bad[0]
-        service = f"--service zookeeper --clients {args.clients} " if s.get("service") == "zookeeper" else ""
+        service = ""
+        if s.get("service") == "zookeeper":
+            service = f"--service zookeeper --clients {args.clients} " + ("--eager-clients " if args.eager_clients else "")
         print(f"  replay: zabray sim {service}--replicas {s['voters']} --observers {s['observers']} "
               f"--faults {','.join(s['faults_enabled']) or 'none'} --fault-rate {args.fault_rate} "
               f"--steps {args.steps} --seed {v0['seed']} --timeline", file=out)

@@ -186,6 +186,10 @@ class ZkChecker:
                     self._fail("refusal", f"{what} was reported NOT_READY yet applied")
                 self.refused_tags[tag] = what
             return
+        if error is not None and error.code == "SESSION_EXPIRED" and v.session_id:
+            # Told only once the session's close is committed (the replica delivered it first).
+            if self.ref.session_timeout(v.session_id) is not None:
+                self._fail("sessions", f"{what} was told SESSION_EXPIRED while session 0x{v.session_id:x} is live")
         if isinstance(op, _WRITES):
             self._write(v, what, op, zxid, error, value)
         elif error is None or error.code == "NO_NODE":

@@ -48,6 +48,9 @@ class ZkSimOptions:
     answer_ticks: int = 60
     """Once healed, every session's calls must be answered within this many ticks."""
     paths: tuple[str, ...] = ("/a", "/b", "/a/x", "/a/y", "/e")
+    eager: bool = False
+    """Clients send calls right behind their connect, before its answer (the Java client's Netty
+    socket does): the replicas must hold them until the session is there."""
 
 
 @dataclass
@@ -313,7 +316,8 @@ class ZkSimulation(Simulation):
             rng.shuffle(replicas)
             cid = self._next_client
             self._next_client += 1
-            c = _Client(cid, cs.ClientSession(replicas, self.zopt.session_timeout_ms, self.now_ms))
+            c = _Client(cid, cs.ClientSession(replicas, self.zopt.session_timeout_ms, self.now_ms,
+                                              eager=self.zopt.eager))
             self.clients[slot] = c
             self.clients_by_id[cid] = c
             self._log(f"client {cid} starts")

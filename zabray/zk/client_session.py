@@ -166,7 +166,7 @@ class ClientSession:
     """One session. Feed ``step``; carry out the actions it returns, in order."""
 
     def __init__(self, replicas: Sequence[int], timeout_ms: int, now_ms: int = 0, *, prefer: int | None = None,
-                 retry_ms: int = 100) -> None:
+                 retry_ms: int = 100, eager: bool = False) -> None:
         if not replicas:
             raise ValueError("a session needs at least one replica to connect to")
         self.replicas = list(replicas)
@@ -176,6 +176,10 @@ class ClientSession:
         self.timeout_ms = timeout_ms
         self.now = now_ms
         self.retry_ms = retry_ms
+        # Send calls right behind a connect, before its answer, as the Java client's Netty socket
+        # does (the replica holds them until the session is there); if that connect then fails,
+        # they complete CONNECTION_LOSS, as the Java client's do.
+        self.eager = eager
         self.session_id = 0
         self.last_zxid = 0  # the newest zxid seen, notifications included: never read older
         self.replied_zxid = 0  # the newest zxid of a reply: every notification up to it is in
@@ -282,13 +286,24 @@ class ClientSession:
         self._out.append(SendOp(conn, xid, Connect(self.session_id, self.timeout_ms, self.last_zxid,
                                                    Watches(tuple(w["data"]), tuple(w["exist"]), tuple(w["child"])),
                                                    watches_since=self.replied_zxid)))
+        if self.eager:
+            self._send(conn)
 
     def _give_up_dial(self) -> None:
         conn = self.dialing
         if conn is not None:
             self.dialing = None
             self._out.append(Hangup(conn))
+            self._lose_eager()
         self._dial()
+
+    def _lose_eager(self) -> None:
+        """The connect whose connection carried eager calls failed: their fate is unknown (the
+        replica may have created the session and run them just before the answer was lost)."""
+        calls = list(self.inflight.values())
+        self.inflight.clear()
+        for c in calls:
+            self._complete(c, 0, ErrorInfo(_LOSS, "the connection broke before the session was there"), None)
 
     def _connected(self, conn: int, value: Any) -> None:
         first = self.session_id == 0
@@ -322,9 +337,10 @@ class ClientSession:
         self._flush()
 
     def _flush(self) -> None:
-        conn = self.conn
-        if conn is None:
-            return
+        if self.conn is not None:
+            self._send(self.conn)
+
+    def _send(self, conn: int) -> None:
         while self.outbox:
             c = self.outbox.popleft()
             xid = self._xid()
@@ -422,6 +438,7 @@ class ClientSession:
     def _lost(self, conn: int) -> None:
         if conn == self.dialing:
             self.dialing = None
+            self._lose_eager()
             self._dial()
         elif conn == self.conn:
             self._drop_conn(ErrorInfo(_LOSS, f"connection to replica {self.connected_to} lost"))
