@@ -67,7 +67,7 @@ from zabray.protocol.events import (
 )
 from zabray.protocol.messages import BATCHES, Diff, PeerState, Snap, Trunc, unbatch
 from zabray.protocol.node import Node
-from zabray.wire.four_letter import AdminView, parse_words
+from zabray.wire.four_letter import AdminView, Latency, parse_words
 
 if TYPE_CHECKING:  # a broadcast replica starts without the ZooKeeper service's modules
     from actors.zkport import ZkClientConn
@@ -149,6 +149,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
         self._clients: set[ClientConn] = set()
         self._zk_server: asyncio.base_events.Server | None = None
         self._zk_clients: set[ZkClientConn] = set()
+        self.zk_latency = Latency()  # of ZooKeeper-port requests, for srvr and mntr
         self._trace: trace.TraceWriter | None = None
         self._snap_due = self._snapshot_interval()
         self.faults = ReplicaFaults(crash_points, sid, holds)
@@ -557,7 +558,8 @@ class ReplicaServer(FaultHooks, GroupCommit):
             watches=svc.watches.count() if svc is not None else 0, watched_paths=len(watched),
             watching_sessions=len({s for ss in watched.values() for s in ss}),
             connections=len(self._zk_clients) + len(self._clients), outstanding=len(svc.pending) if svc else 0,
-            received=self.stats["zk_requests"], sent=self.stats["zk_frames_out"], sessions=sessions, config=safe_config(self.cfg), environment=environment(),
+            received=self.stats["zk_requests"], sent=self.stats["zk_frames_out"], latency=self.zk_latency.view(),
+            sessions=sessions, config=safe_config(self.cfg), environment=environment(),
             clients=sorted(c.describe() for c in self._zk_clients))
 
     def tree_digest(self) -> tuple[str, int] | None:

@@ -14,6 +14,7 @@ import logging
 import os
 import platform
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from zabray.errors import CodecError
@@ -40,6 +41,7 @@ class ZkClientConn(asyncio.Protocol):
         self._out = bytearray()
         self._flush_pending = False
         self._close_after_flush = False
+        self._arrived: dict[int, float] = {}  # request id -> when it was read (for its latency)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -81,8 +83,10 @@ class ZkClientConn(asyncio.Protocol):
         if fed.close:
             self._close_soon()
             return
+        now = time.monotonic()
         for rid, op in fed.requests:
             stats["zk_requests"] += 1
+            self._arrived[rid] = now
             zk = self.server.zk
             if zk is None:
                 self.close()
@@ -95,6 +99,10 @@ class ZkClientConn(asyncio.Protocol):
         """Carry one service action (a reply, a watch event, a session's end) to the client."""
         if self.wire is None or self.transport is None:
             return
+        if type(action) is zm.Reply:
+            t0 = self._arrived.pop(action.xid, None)
+            if t0 is not None:
+                self.server.zk_latency.add(int((time.monotonic() - t0) * 1000))
         data, close = self.wire.encode(action)
         if data:
             self.server.stats["zk_frames_out"] += 1

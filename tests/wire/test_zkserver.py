@@ -4,6 +4,8 @@ passwords, replies per opcode, errors, watch events, and what closes a connectio
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from tests.core.test_zk_service_core import Harness
@@ -201,6 +203,12 @@ def test_four_letter_words_are_answered_only_from_the_allow_list() -> None:
     assert "Mode: leader" in srvr and "Zxid: 0x100000003" in srvr and "Node count: 5" in srvr
     mntr = dict(line.split("\t") for line in four_letter.answer("mntr", allowed, view).splitlines())
     assert mntr["zk_server_state"] == "leader" and mntr["zk_ephemerals_count"] == "1"
+    assert "Latency min/avg/max: 0/0.0/0" in srvr and mntr["zk_avg_latency"] == "0.0"  # no request yet
+    lat = four_letter.Latency()
+    for ms in (3, 1, 8):
+        lat.add(ms)
+    srvr = four_letter.answer("srvr", allowed, dataclasses.replace(view, latency=lat.view()))
+    assert "Latency min/avg/max: 1/4.0/8" in srvr
     assert four_letter.answer("dump", allowed, view) == "dump is not executed because it is not in the whitelist.\n"
     with pytest.raises(ValueError, match="xyzw"):
         four_letter.parse_words("ruok,xyzw")

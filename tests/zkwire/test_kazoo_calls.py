@@ -4,6 +4,8 @@ errors as kazoo's exceptions, ACLs and digest auth."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -260,7 +262,11 @@ def test_session_timeout_is_clamped_to_the_configured_range(zk: Ensemble) -> Non
 def test_four_letter_words_and_frame_limits(zk: Ensemble, kazoo: KazooFactory) -> None:
     c: KazooClient = kazoo(zk)
     assert c.command(b"ruok") == "imok"
-    assert "Mode:" in c.command(b"srvr")
+    c.create("/latency", b"")
+    srvr = c.command(b"srvr")
+    assert "Mode:" in srvr
+    lat = re.search(r"Latency min/avg/max: (\d+)/([\d.]+)/(\d+)\n", srvr)  # ms, receipt to reply
+    assert lat is not None and int(lat[1]) <= float(lat[2]) <= int(lat[3]), srvr
     # ZooKeeper's default jute.maxbuffer: a 1,000,000-byte value fits, a larger frame drops
     # that connection only (kazoo sees ConnectionLoss and resumes the same session).
     session = c.client_id

@@ -19,6 +19,27 @@ DEFAULT_WORDS = "ruok,srvr,stat,mntr,conf,isro"
 ALL_WORDS = frozenset({"ruok", "srvr", "stat", "mntr", "conf", "cons", "envi", "wchs", "isro", "dump"})
 
 
+class Latency:
+    """Request latencies in whole ms (receipt to reply), as ZooKeeper's ServerStats keeps them
+    for ``srvr``'s "Latency min/avg/max" and ``mntr``'s ``zk_*_latency``. The shell measures."""
+
+    __slots__ = ("count", "total", "min", "max")
+
+    def __init__(self) -> None:
+        self.count = self.total = self.max = 0
+        self.min = 0
+
+    def add(self, ms: int) -> None:
+        self.min = ms if self.count == 0 else min(self.min, ms)
+        self.max = max(self.max, ms)
+        self.count += 1
+        self.total += ms
+
+    def view(self) -> tuple[int, float, int]:
+        """(min, avg, max); all 0 before any request."""
+        return self.min, (self.total / self.count if self.count else 0.0), self.max
+
+
 @dataclass(frozen=True, slots=True)
 class AdminView:
     """What a replica tells about itself. ``mode`` is leader/follower/observer, or ``standalone``
@@ -34,6 +55,7 @@ class AdminView:
     outstanding: int
     received: int
     sent: int
+    latency: tuple[int, float, int] = (0, 0.0, 0)  # min, avg, max ms (``Latency.view``)
     sessions: dict[int, list[str]] = field(default_factory=dict)
     config: dict[str, object] = field(default_factory=dict)
     environment: dict[str, str] = field(default_factory=dict)
@@ -50,7 +72,8 @@ def parse_words(spec: str) -> frozenset[str]:
 
 
 def _srvr(v: AdminView) -> list[str]:
-    return [f"Zookeeper version: {VERSION}", f"Received: {v.received}",
+    lo, avg, hi = v.latency
+    return [f"Zookeeper version: {VERSION}", f"Latency min/avg/max: {lo}/{avg}/{hi}", f"Received: {v.received}",
             f"Sent: {v.sent}", f"Connections: {v.connections}", f"Outstanding: {v.outstanding}",
             f"Zxid: 0x{v.zxid:x}", f"Mode: {v.mode}", f"Node count: {v.znodes}"]
 
@@ -72,7 +95,9 @@ def answer(word: str, allowed: frozenset[str], v: AdminView) -> str:
             lines[1:1] = ["Clients:", *(f" {c}" for c in v.clients), ""]
         case "mntr":
             eph = sum(len(p) for p in v.sessions.values())
-            rows = [("zk_version", VERSION), ("zk_server_state", v.mode), ("zk_znode_count", v.znodes),
+            lo, avg, hi = v.latency
+            rows = [("zk_version", VERSION), ("zk_server_state", v.mode), ("zk_avg_latency", avg),
+                    ("zk_max_latency", hi), ("zk_min_latency", lo), ("zk_znode_count", v.znodes),
                     ("zk_watch_count", v.watches), ("zk_ephemerals_count", eph),
                     ("zk_num_alive_connections", v.connections),
                     ("zk_outstanding_requests", v.outstanding), ("zk_packets_received", v.received),
@@ -100,4 +125,4 @@ def answer(word: str, allowed: frozenset[str], v: AdminView) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["ALL_WORDS", "DEFAULT_WORDS", "VERSION", "AdminView", "answer", "parse_words"]
+__all__ = ["ALL_WORDS", "DEFAULT_WORDS", "VERSION", "AdminView", "Latency", "answer", "parse_words"]
