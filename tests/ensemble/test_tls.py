@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.ensemble.conftest import assert_no_loss, converged, wait_until
+from tests.zkcompat.clients import NETTY, zkcli
 from zabray import trace
 from zabray.auth import PEER, Connector, Secret
 from zabray.framing import KIND_ELECTION, FrameDecoder, Handshake, frame
@@ -124,8 +125,6 @@ def test_zookeepers_java_client_over_tls(start, tmp_path) -> None:
     """ZooKeeper's own CLI over TLS, as its documentation sets a client up: the Netty socket, a
     PEM key store (key and certificate) and trust store, host names verified (the certificates
     name 127.0.0.1)."""
-    from tests.zkcompat.clients import NETTY, zkcli
-
     ca = tmp_path / "ca"
     make_certs(ca, ["node", "client"])
     store = tmp_path / "client-store.pem"

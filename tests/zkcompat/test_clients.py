@@ -12,7 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import AuthFailedError
 
+from tests.zkcompat import kazoo_extra as kx
 from tests.zkcompat.clients import NETTY, zkcli
 from zabray import apache_zk
 from zabray.ensemble import Ensemble
@@ -97,11 +100,6 @@ def test_zkcli_over_the_netty_socket(hosts: str) -> None:
 def test_add_auth_as_zookeepers_providers_grant(hosts: str) -> None:
     """addAuth "ip" grants the connection's own address whatever the credential; "digest" with a
     null credential (kazoo sends "" as null) fails the session, as ZooKeeper's providers do."""
-    from kazoo.client import KazooClient
-    from kazoo.exceptions import AuthFailedError
-
-    from tests.zkcompat import kazoo_extra as kx
-
     c = KazooClient(hosts=hosts, timeout=10)
     c.start(timeout=30)
     try:
