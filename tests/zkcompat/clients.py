@@ -6,10 +6,9 @@ import subprocess
 from collections.abc import Sequence
 
 ZKCLI = "/usr/share/zookeeper/bin/zkCli.sh"
-# zkCli.sh's main class on its own classpath, with the two Netty jars that Debian's zookeeper.jar
-# manifest leaves out (the Netty client socket, which TLS needs, cannot load without them).
-JAVA_CLI = ["java", "-cp", "/usr/share/java/zookeeper.jar:/usr/share/java/netty-resolver.jar:"
-            "/usr/share/java/netty-codec.jar"]
+# The Java client's classpath: Debian's zookeeper.jar and the two Netty jars its manifest leaves
+# out (the Netty client socket, which TLS needs, cannot load without them).
+CLASSPATH = "/usr/share/java/zookeeper.jar:/usr/share/java/netty-resolver.jar:/usr/share/java/netty-codec.jar"
 NETTY = "-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty"
 
 
@@ -17,7 +16,7 @@ def zkcli(hosts: str, *commands: str, timeout: float = 120, jvm_flags: Sequence[
     """Run ``commands`` in one zkCli session (stdin, then quit); return what it printed.
     With ``jvm_flags`` (``NETTY``, TLS settings) the same client runs with them."""
     script = "\n".join([*commands, "quit"]) + "\n"
-    cmd = [*JAVA_CLI, *jvm_flags, "org.apache.zookeeper.ZooKeeperMain"] if jvm_flags else [ZKCLI]
+    cmd = ["java", "-cp", CLASSPATH, *jvm_flags, "org.apache.zookeeper.ZooKeeperMain"] if jvm_flags else [ZKCLI]
     res = subprocess.run([*cmd, "-server", hosts], input=script, capture_output=True, text=True, timeout=timeout)
     if res.returncode != 0:
         raise RuntimeError(f"zkCli.sh exited {res.returncode}: {res.stderr[-2000:]}")

@@ -17,7 +17,7 @@ from kazoo.client import KazooClient
 
 from tests.ensemble.conftest import wait_until
 from tests.zk.conftest import start  # noqa: F401  (the test's own ensemble: it kills a replica)
-from tests.zkcompat.clients import JAVA_CLI, NETTY
+from tests.zkcompat.clients import CLASSPATH, NETTY
 from zabray.ensemble import Ensemble
 
 pytestmark = [pytest.mark.ray, pytest.mark.zookeeper]
@@ -28,7 +28,7 @@ class Probe:
     """The Java program, its lines gathered as they come."""
 
     def __init__(self, classes: Path, hosts: str, flags: list[str]) -> None:
-        cp = f"{classes}:{JAVA_CLI[2]}:/usr/share/java/zookeeper-jute.jar"
+        cp = f"{classes}:{CLASSPATH}:/usr/share/java/zookeeper-jute.jar"
         self.proc = subprocess.Popen(["java", *flags, "-cp", cp, "WatchProbe", hosts], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.lines: list[str] = []

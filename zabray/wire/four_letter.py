@@ -26,8 +26,7 @@ class Latency:
     __slots__ = ("count", "total", "min", "max")
 
     def __init__(self) -> None:
-        self.count = self.total = self.max = 0
-        self.min = 0
+        self.count = self.total = self.min = self.max = 0
 
     def add(self, ms: int) -> None:
         self.min = ms if self.count == 0 else min(self.min, ms)
