@@ -3,7 +3,8 @@
 A connection starts with a handshake frame naming the ensemble; with an ensemble secret, a
 broadcast client then proves it holds it (``zabray.auth``) before any ``SubmitReq`` is taken.
 Requests are pipelined and answered out of order by the replica's hosted service. Bad bytes or a
-failed proof close this connection only and are counted; the replica carries on.
+failed proof close this connection only and are counted; the replica carries on. A client that
+sends faster than it reads is held back (``actors.flow``, counted in ``client_throttled``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
+from actors.flow import OUT_HIGH, Held
 from zabray import clientproto as cp
 from zabray.auth import CLIENT, Acceptor, AuthFailed, is_auth_frame
 from zabray.batching import BatchingProtocol
@@ -36,15 +38,25 @@ class ClientConn(BatchingProtocol):
         self.hello = b""  # the client handshake's bytes: the context its proof is bound to
         self.auth: Acceptor | None = None
         self.authed = False  # proved the ensemble secret: broadcast requests are allowed
+        self.held: Held[cp.SubmitReq | cp.StatusReq | cp.ZkReq] = Held(
+            self._take, lambda: len(self.encoder) >= OUT_HIGH, server.outbox.flush, server.stats, "client_throttled")
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.server._clients.add(self)
+        self.held.attach(transport)  # type: ignore[arg-type]
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server._clients.discard(self)
         self.transport = None
+        self.held.detach()
         self.server.service.conn_lost(self)
+
+    def pause_writing(self) -> None:
+        self.held.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.held.resume_writing()
 
     def data_received(self, data: bytes) -> None:
         self._received(data)
@@ -63,12 +75,8 @@ class ClientConn(BatchingProtocol):
                 req = cp.decode_request(payload)
                 if not self.authed and self.server.secret is not None and not isinstance(req, cp.ZkReq):
                     raise AuthFailed("broadcast requests need the ensemble secret (authenticate first)")
-                if isinstance(req, cp.StatusReq):
-                    self.send(cp.StatusRep(req.rid, self.server.status()))
-                else:
-                    self.server._run(self.server.service.client(self, req))
-                if self.transport is None:
-                    return
+                self.held.queue.append(req)
+            self.held.drain()
         except AuthFailed as e:
             self.server.client_auth_failed(self, e)
             self.close()
@@ -76,6 +84,16 @@ class ClientConn(BatchingProtocol):
             self.server.stats["bad_client_frames"] += 1
             log.warning("replica %d: dropping client connection: %s", self.server.sid, e)
             self.close()
+
+    def _take(self, req: cp.SubmitReq | cp.StatusReq | cp.ZkReq) -> None:
+        if isinstance(req, cp.StatusReq):
+            self.send(cp.StatusRep(req.rid, self.server.status()))
+        else:
+            self.server._run(self.server.service.client(self, req))
+
+    def flush(self) -> None:
+        super().flush()
+        self.held.soon()  # if held back by this burst's replies alone, now handed over
 
     def _auth_step(self, payload: bytes) -> bool:
         """HELLO or PROOF of the client's membership proof (``zabray.auth``): True if consumed.
@@ -115,3 +133,4 @@ class ClientConn(BatchingProtocol):
         if self.transport is not None:
             self.transport.abort()
             self.transport = None
+            self.held.detach()

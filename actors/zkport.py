@@ -5,6 +5,9 @@ replica's hosted ZooKeeper service (``actors.zkservice.ZooKeeperService``), and 
 frames the service's actions encode to. Writes go through the replica's ``Outbox``, as on the
 bespoke client port and the peer channels: one write per connection per burst. Bad bytes
 close that connection only and are counted (``bad_zk_frames``); the replica carries on.
+A client that sends faster than it reads is held back (``actors.flow``): no more of its
+requests are taken while ``zk_max_outstanding`` of them are unanswered or its replies wait
+unread, and each time that happens counts in ``zk_throttled``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from actors.flow import OUT_HIGH, Held
 from zabray.errors import CodecError
 from zabray.wire import four_letter
 from zabray.wire.zkserver import ZkServerConn
@@ -42,6 +46,10 @@ class ZkClientConn(asyncio.Protocol):
         self._flush_pending = False
         self._close_after_flush = False
         self._arrived: dict[int, float] = {}  # request id -> when it was read (for its latency)
+        limit = server.cfg.zk_max_outstanding
+        self.held: Held[tuple[int, zm.ClientOp, float]] = Held(
+            self._take, lambda: len(self._arrived) >= limit or len(self._out) >= OUT_HIGH, server.outbox.flush,
+            server.stats, "zk_throttled")
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -50,11 +58,19 @@ class ZkClientConn(asyncio.Protocol):
         ip = str(peer[0]) if isinstance(peer, tuple) and peer else ""
         self.wire = ZkServerConn(key=self.key, peer_ip=ip, max_frame=self.server.cfg.zk_max_frame, words=self.words)
         self.server._zk_clients.add(self)
+        self.held.attach(transport)  # type: ignore[arg-type]
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server._zk_clients.discard(self)
         self.transport = None
+        self.held.detach()
         self.server.service.conn_lost(self)
+
+    def pause_writing(self) -> None:
+        self.held.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.held.resume_writing()
 
     def data_received(self, data: bytes) -> None:
         self._received(data)
@@ -83,17 +99,19 @@ class ZkClientConn(asyncio.Protocol):
         if fed.close:
             self._close_soon()
             return
-        now = time.monotonic()
-        for rid, op in fed.requests:
-            stats["zk_requests"] += 1
-            self._arrived[rid] = now
-            zk = self.server.zk
-            if zk is None:
-                self.close()
-                return
-            self.server._run(zk.zk_request(self, rid, op))
-            if self.transport is None:
-                return
+        if fed.requests:
+            now = time.monotonic()
+            self.held.extend((rid, op, now) for rid, op in fed.requests)
+
+    def _take(self, request: tuple[int, zm.ClientOp, float]) -> None:
+        rid, op, t = request
+        self.server.stats["zk_requests"] += 1
+        self._arrived[rid] = t
+        zk = self.server.zk
+        if zk is None:
+            self.close()
+            return
+        self.server._run(zk.zk_request(self, rid, op))
 
     def deliver(self, action: zm.ServiceAction) -> None:
         """Carry one service action (a reply, a watch event, a session's end) to the client."""
@@ -103,6 +121,7 @@ class ZkClientConn(asyncio.Protocol):
             t0 = self._arrived.pop(action.xid, None)
             if t0 is not None:
                 self.server.zk_latency.add(int((time.monotonic() - t0) * 1000))
+            self.held.soon()
         data, close = self.wire.encode(action)
         if data:
             self.server.stats["zk_frames_out"] += 1
@@ -122,8 +141,9 @@ class ZkClientConn(asyncio.Protocol):
         if t is None:
             return
         if self._out:
-            t.write(bytes(self._out))
+            t.write(bytes(self._out))  # may call pause_writing: the client is not keeping up
             self._out.clear()
+            self.held.soon()  # if held back by this burst's replies alone, now handed over
         if self._close_after_flush:
             t.close()  # a graceful close: what was written still reaches the client
 
@@ -143,6 +163,7 @@ class ZkClientConn(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
             self.transport = None
+            self.held.detach()
 
     def describe(self) -> str:
         sid = self.wire.session_id if self.wire is not None else 0

@@ -61,6 +61,11 @@ class EnsembleConfig:
     minSessionTimeout/maxSessionTimeout; its defaults, 2 and 20 ticks of 2 s, are 4 s and 40 s)."""
     zk_max_frame: int = 0xFFFFF
     """The largest request frame accepted (ZooKeeper's jute.maxbuffer, 1 MiB - 1)."""
+    zk_max_outstanding: int = 1000
+    """Requests one ZooKeeper client connection may have unanswered; beyond them, or while its
+    unread replies pass 4 MiB, the replica stops reading that connection until answers go out
+    (ZooKeeper's globalOutstandingLimit, which bounds the server's requests as a whole). A client
+    that pipelines without reading its replies then costs the replica that much memory, no more."""
     zk_four_letter_words: str = "ruok,srvr,stat,mntr,conf,isro"
     """The four-letter words answered on the ZooKeeper port, comma-separated ("*": all of them)."""
     zk_container_check_ms: int = 60000
@@ -156,7 +161,8 @@ class EnsembleConfig:
         """Every value out of range, each naming its key."""
         out: list[str] = []
         positive = ["tick_ms", "init_limit", "sync_limit", "ping_interval", "finalize_wait", "election_resend",
-                    "election_resend_max", "max_outstanding", "diff_chunk", "snapshot_every", "keep_snapshots"]
+                    "election_resend_max", "max_outstanding", "zk_max_outstanding", "diff_chunk", "snapshot_every",
+                    "keep_snapshots"]
         for name in positive:
             if getattr(self, name) < 1:
                 out.append(f"config key {name!r} must be at least 1, got {getattr(self, name)}")

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
+from pathlib import Path
 
 import pytest
 
 from tests.zk.conftest import followers, wait_until
+from zabray import clientproto as cp
+from zabray.framing import FrameDecoder, FrameEncoder
 from zabray.session import (
     BadVersionError,
     Check,
@@ -231,3 +235,57 @@ def test_close_and_expiry_remove_ephemerals(zk) -> None:
         assert not obs.expired
     finally:
         obs.close()
+
+
+def test_a_session_that_reads_no_replies_is_held_back_then_answered_in_order(zk) -> None:
+    """The bespoke client port, as ZooKeeper's: a client pipelining reads of a 500 KB znode
+    without reading the replies stops being read (counted in ``client_throttled``) instead of
+    having every reply kept in the replica, and gets every reply, in order, once it reads."""
+    value = bytes(range(256)) * 2000  # 512,000 bytes: 300 replies would be 150 MB
+    s = zk.session(timeout=10)
+    try:
+        s.create("/big", value)
+    finally:
+        s.close()
+    st = next(r for r in zk.status() if r.client is not None)
+
+    def throttled() -> int:
+        return next(int(r.raw.get("stats", {}).get("client_throttled", 0)) for r in zk.status() if r.sid == st.sid)
+
+    def rss_mb() -> int:
+        status = Path(f"/proc/{st.pid}/status").read_text()
+        return int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("VmRSS:"))) // 1024
+
+    before, rss0 = throttled(), rss_mb()
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting, or it is not honoured
+    sock.settimeout(30)
+    sock.connect(st.client)
+    enc, dec = FrameEncoder(), FrameDecoder()
+
+    def replies(n: int) -> list[cp.ZkRep]:
+        out: list[cp.ZkRep] = []
+        while len(out) < n:
+            data = sock.recv(1 << 20)
+            assert data, f"the replica closed the connection after {len(out)} replies"
+            out += [cp.decode_reply(p) for p in dec.feed(data)]  # type: ignore[misc]
+        return out
+
+    try:
+        enc.add_payload(cp.handshake(zk.name))
+        enc.add_payload(cp.encode(cp.ZkReq(1, "connect", [0, 30000, 0, {"data": [], "exist": [], "child": []}, 0])))
+        sock.sendall(enc.take())
+        assert replies(1)[0].error is None
+        n = 300
+        for rid in range(2, n + 2):
+            enc.add_payload(cp.encode(cp.ZkReq(rid, "get", ["/big", False])))
+        sock.sendall(enc.take())
+        # Until it holds the client back, or has grown by more than it may.
+        wait_until(lambda: throttled() > before or rss_mb() - rss0 >= 64, what="the replica to hold the client back")
+        grown = rss_mb() - rss0
+        assert grown < 64, f"the replica grew by {grown} MB for a client reading nothing"
+        got = replies(n)
+    finally:
+        sock.close()
+    assert [r.rid for r in got] == list(range(2, n + 2))
+    assert all(r.error is None and bytes(r.value[0]) == value for r in got)

@@ -6,6 +6,10 @@ password go to every replica over raw sockets. Each bad connection must be close
 replica (and counted in ``bad_zk_frames``), and nothing else may change: no replica restarts, a
 kazoo session open throughout keeps its id, a wrong password does not end the session it names,
 and every write kazoo had acknowledged before is read back afterwards.
+
+A client that pipelines requests and does not read the replies is held back, as ZooKeeper holds
+it: the replica stops taking its requests (counted in ``zk_throttled``) instead of keeping every
+reply in memory, and answers all of them, in order, once the client reads.
 """
 
 from __future__ import annotations
@@ -20,18 +24,21 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 
+from tests.ensemble.conftest import wait_until
 from zabray.ensemble import Ensemble
 from zabray.wire import zkproto as zp
 
 pytestmark = pytest.mark.ray
 MAX_FRAME = 64 * 1024  # zk_max_frame for this ensemble: oversized frames stay cheap to send
+MAX_OUTSTANDING = 50  # zk_max_outstanding for this ensemble
 
 
 @pytest.fixture(scope="module")
 def ens(ray_local: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ensemble]:
     tmp = tmp_path_factory.mktemp("zk-hostile")
     e = Ensemble.start(3, name=f"hostile-{os.getpid()}-{time.monotonic_ns() % 10**8}", data_dir=str(tmp / "data"),
-                       run_dir=str(tmp / "run"), service="zookeeper", trace=False, zk_max_frame=MAX_FRAME)
+                       run_dir=str(tmp / "run"), service="zookeeper", trace=False, zk_max_frame=MAX_FRAME,
+                       zk_max_outstanding=MAX_OUTSTANDING)
     e.wait_for_leader()
     yield e
     e.stop()
@@ -170,6 +177,100 @@ def test_hostile_bytes_close_only_their_connection(ens: Ensemble) -> None:
         finally:
             fresh.stop()
             fresh.close()
+    finally:
+        kz.stop()
+        kz.close()
+
+
+def _stat(ens: Ensemble, sid: int, key: str) -> int:
+    return next(int(r.raw.get("stats", {}).get(key, 0)) for r in ens.status() if r.sid == sid)
+
+
+def _flood(ens: Ensemble, sid: int, requests: list[bytes]) -> tuple[socket.socket, int]:
+    """A session on replica ``sid`` whose socket takes little at a time, ``requests`` sent on
+    it and none of their replies read; returns it once the replica has stopped taking them,
+    with how many it took."""
+    port = next(r.zk_client[1] for r in ens.status() if r.sid == sid and r.zk_client)
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting, or it is not honoured
+    s.settimeout(30)
+    s.connect(("127.0.0.1", port))
+    s.sendall(zp.encode_record(zp.ConnectRequest(0, 0, 30000, 0, b"\0" * 16, False)))
+    split = zp.FrameSplitter(admin_words=False)
+    while not split.feed(s.recv(4096)):
+        pass
+    throttled, taken = _stat(ens, sid, "zk_throttled"), _stat(ens, sid, "zk_requests")
+    s.sendall(b"".join(requests))
+    wait_until(lambda: (_stat(ens, sid, "zk_throttled") > throttled
+                        or _stat(ens, sid, "zk_requests") - taken >= len(requests)),
+               what="the replica to hold the client back (or take every request)")
+    return s, _stat(ens, sid, "zk_requests") - taken
+
+
+def _replies(s: socket.socket, n: int) -> list[tuple[int, int, bytes]]:
+    """Read ``n`` reply frames: (xid, err, body) each."""
+    split = zp.FrameSplitter(admin_words=False)
+    out: list[tuple[int, int, bytes]] = []
+    while len(out) < n:
+        data = s.recv(1 << 20)
+        assert data, f"the replica closed the connection after {len(out)} of {n} replies"
+        for f in split.feed(data):
+            xid, _zxid, err = struct.unpack_from(">iqi", f)
+            out.append((xid, err, f[16:]))
+    return out
+
+
+def test_a_client_that_reads_no_replies_is_held_back_then_answered_in_order(ens: Ensemble) -> None:
+    """Reads of a 60 KB znode: 2,000 replies would be 120 MB kept in the replica. It takes
+    requests only while under 4 MiB of its replies wait (plus what the sockets hold), then all
+    2,000 are answered, in order, as the client reads."""
+    kz = KazooClient(hosts=ens.connect_string(), timeout=20)
+    kz.start(timeout=30)
+    value = bytes(range(256)) * 234  # 59,904 bytes
+    try:
+        kz.create("/flood", value)
+        sid = sorted(r.sid for r in ens.status())[0]
+        n = 2000
+        s, taken = _flood(ens, sid, [zp.encode_request(x, zp.OpCode.GET_DATA, zp.PathWatchRequest("/flood", False))
+                                     for x in range(1, n + 1)])
+        try:
+            # What it took has its replies in the replica or the sockets: 4 MiB in the
+            # transport, 4 MiB more in a burst, a few MiB in the kernel; far from all of them.
+            assert taken < 500, f"the replica took {taken} of {n} requests from a client reading none"
+            got = _replies(s, n)
+        finally:
+            s.close()
+        assert [x for x, _, _ in got] == list(range(1, n + 1))
+        assert all(err == 0 for _, err, _ in got)
+        assert all(body[4 : 4 + len(value)] == value for _, _, body in got)
+        assert kz.get("/flood")[0] == value  # and it serves on
+    finally:
+        kz.stop()
+        kz.close()
+
+
+def test_a_client_with_too_many_writes_unanswered_is_held_back_then_answered_in_order(ens: Ensemble) -> None:
+    """Pipelined writes: the replica takes ``zk_max_outstanding`` of them, no more until they are
+    answered, then every write is applied and answered in order."""
+    kz = KazooClient(hosts=ens.connect_string(), timeout=20)
+    kz.start(timeout=30)
+    try:
+        kz.create("/pipelined", b"")
+        sid = sorted(r.sid for r in ens.status())[-1]
+        n = 600
+        s, taken = _flood(ens, sid, [zp.encode_request(x, zp.OpCode.SET_DATA,
+                                                       zp.SetDataRequest("/pipelined", b"v%d" % x, x - 1))
+                                     for x in range(1, n + 1)])
+        try:
+            # It takes more only as writes are answered (each a round to the leader).
+            assert taken < n, "the replica took every write of a client reading none"
+            got = _replies(s, n)
+        finally:
+            s.close()
+        # Each write named the version the one before it made: all applied, in order.
+        assert [(x, err) for x, err, _ in got] == [(x, 0) for x in range(1, n + 1)]
+        data, stat = kz.get("/pipelined")
+        assert (data, stat.version) == (b"v%d" % n, n)
     finally:
         kz.stop()
         kz.close()
