@@ -130,7 +130,8 @@ class ReplicaServer(FaultHooks, GroupCommit):
         self.stats: dict[str, int] = {"submitted": 0, "committed": 0, "failed": 0, "delivered": 0,
                                       "syncs": 0, "synced_actions": 0, "bad_client_frames": 0,
                                       "client_auth_failures": 0, "zk_requests": 0, "zk_frames_out": 0, "zk_bytes_in": 0,
-                                      "bad_zk_frames": 0, "zk_throttled": 0, "client_throttled": 0, "snapshots_encoded": 0, "snapshot_slices": 0}
+                                      "bad_zk_frames": 0, "zk_throttled": 0, "client_throttled": 0,
+                                      "snapshots_encoded": 0, "snapshot_slices": 0}
         self._auth_logged: set[str] = set()
         self._events: deque[Event] = deque()  # core events waiting for the current step to end
         self._stepping = False
