@@ -268,7 +268,7 @@ def test_a_session_that_reads_no_replies_is_held_back_then_answered_in_order(zk)
         while len(out) < n:
             data = sock.recv(1 << 20)
             assert data, f"the replica closed the connection after {len(out)} replies"
-            out += [cp.decode_reply(p) for p in dec.feed(data)]  # type: ignore[misc]
+            out += [cp.decode_reply(p) for p in dec.feed(data)]
         return out
 
     try:

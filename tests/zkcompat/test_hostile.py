@@ -188,8 +188,9 @@ def _stat(ens: Ensemble, sid: int, key: str) -> int:
 
 def _flood(ens: Ensemble, sid: int, requests: list[bytes]) -> tuple[socket.socket, int]:
     """A session on replica ``sid`` whose socket takes little at a time, ``requests`` sent on
-    it and none of their replies read; returns it once the replica has stopped taking them,
-    with how many it took."""
+    it and none of their replies read; returns it once the replica has held it back (or has
+    taken every request, which a replica that never holds a client back does), with how many
+    requests it took."""
     port = next(r.zk_client[1] for r in ens.status() if r.sid == sid and r.zk_client)
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting, or it is not honoured
