@@ -9,5 +9,10 @@ def controller_name(name: str) -> str:
     return f"ensemble:{name}"
 
 
+def ensemble_of(actor_name: str) -> str | None:
+    """The ensemble whose controller has this actor name, or None if it is not a controller's."""
+    return actor_name[len("ensemble:"):] if actor_name.startswith("ensemble:") else None
+
+
 def injector_name(name: str) -> str:
     return f"faults:{name}"

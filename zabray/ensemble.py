@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zabray.actor_names import NAMESPACE, controller_name, injector_name
+from zabray.actor_names import NAMESPACE, controller_name, ensemble_of, injector_name
 from zabray.client import EnsembleClient, LoopThread, as_value
 from zabray.config import EnsembleConfig
 from zabray.crashpoints import CrashPoints
@@ -186,6 +186,14 @@ class ReplicaStatus:
         return self.alive and self.state == "LEADING" and bool(self.raw.get("established"))
 
 
+def running_ensembles() -> list[str]:
+    """The names of the ensembles whose controllers run in the connected Ray cluster, sorted."""
+    from ray.util import list_named_actors
+
+    names = (ensemble_of(a["name"]) for a in list_named_actors(all_namespaces=True) if a["namespace"] == NAMESPACE)
+    return sorted(n for n in names if n is not None)
+
+
 def _named_injector(name: str) -> Any:
     """The fault injector of ensemble ``name`` if one runs in this Ray cluster, else None."""
     import ray
@@ -277,7 +285,13 @@ class Ensemble(HoldControl):
         try:
             controller = ray.get_actor(controller_name(name), namespace=NAMESPACE)
         except ValueError:
-            raise NotRunningError(f"no ensemble named {name!r} is running in this Ray cluster") from None
+            try:  # only a hint: the error is the missing name whatever Ray answers here
+                running = running_ensembles()
+                hint = (f"; running here: {', '.join(map(repr, running))}" if running
+                        else "; none is running here (`zabray up` starts one)")
+            except Exception:  # noqa: BLE001
+                hint = ""
+            raise NotRunningError(f"no ensemble named {name!r} is running in this Ray cluster{hint}") from None
         info: dict[str, Any]
         secret: Any
         info, secret = ray.get([controller.describe.remote(), controller.secret.remote()])

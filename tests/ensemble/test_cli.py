@@ -122,6 +122,8 @@ def test_cli_up_twice_status_faults_errors_down(tmp_path: Path) -> None:
         assert "service: zookeeper" in raw.stderr
         missing = run("status", "--name", "no-such-ensemble", env=env, check=1)
         assert "no ensemble named 'no-such-ensemble'" in missing.stderr
+        running = missing.stderr.partition("running here: ")[2]  # names what to pass instead
+        assert "'cli'" in running and "'zk'" in running
 
         assert list((data / "cli").iterdir())
         assert "wiped 3 data directories" in run("down", "--name", "cli", "--wipe", env=env).stdout
