@@ -129,22 +129,27 @@ def run_schedule(args: argparse.Namespace) -> int:
     if args.in_flight is not None and args.in_flight < 1:
         raise ConfigError(f"--in-flight must be at least 1, got {args.in_flight}")
     ens = _ens(args)  # no cluster: says so, starts none; SIGTERM ends the run through its finally
-    announced: list[int] = []
+    shown: list[int] = []  # the faults done when last shown; empty before the first line
+    redraw = sys.stdout.isatty()  # a bar redrawn in place; in a file or pipe, a line per fault
 
     def show(started: dict[str, Any], prog: dict[str, Any], result: Any) -> None:
-        if not announced:
-            announced.append(1)
+        done, total = prog["done"], max(prog["total"], 1)
+        if not shown:
             print(f"running {len(started['plan'])} faults (seed {s.seed}) against {args.name!r} "
                   f"({ens.info.get('config', {}).get('service', 'broadcast')}) under load")
-        done, total = prog["done"], max(prog["total"], 1)
-        bar = "#" * int(30 * done / total)
+        elif not redraw and shown[0] == done:
+            return
+        shown[:] = [done]
         acked = sum(1 for r in result.records if r.outcome == "ok")
-        sys.stdout.write(f"\r  [{bar:<30}] {done}/{total} faults, {acked:,} writes acknowledged")
+        line = f"[{'#' * int(30 * done / total):<30}] {done}/{total} faults, {acked:,} writes acknowledged"
+        sys.stdout.write(f"\r  {line}" if redraw else f"  {line}\n")
         sys.stdout.flush()
 
     prog, result, problems = run_under_load(ens, data, args.seed, args.in_flight, show, histories=args.histories)
+    if redraw:
+        print()  # ends the bar's line
     if args.histories:
-        print(f"\nhistories in {ens.info.get('run_dir')}/histories; check them with: "
+        print(f"histories in {ens.info.get('run_dir')}/histories; check them with: "
               f"zabray check --histories {ens.info.get('run_dir')}")
     print()
     if prog["error"]:

@@ -33,6 +33,10 @@ def test_faults_run_records_histories_that_check_clean(start, tmp_path: Path,  #
     out = capsys.readouterr().out
     run_dir = Path(ens.info["run_dir"])
     assert f"zabray check --histories {run_dir}" in out and "every acknowledged write is on every replica" in out
+    # Not a terminal: one progress line per fault done, no bar redrawn with carriage returns.
+    progress = [line for line in out.splitlines() if " faults, " in line]
+    assert "\r" not in out and progress[-1].startswith("  [") and "2/2 faults" in progress[-1], out
+    assert len(progress) == len({line.split("]")[1].split(" faults")[0] for line in progress}) <= 3, out
     assert any((run_dir / "histories").iterdir()), "no history was written"
     assert main(["check", "--histories", str(run_dir), "--master", "local[2]"]) == 0
     report = json.loads((run_dir / "analysis" / "histories.json").read_text())
