@@ -157,16 +157,22 @@ def _cmdlines() -> dict[int, list[str]]:
     return out
 
 
-def _children(pids: set[int]) -> set[int]:
-    found = set(pids)
+def _descendants(pids: set[int]) -> set[int]:
+    """``pids`` and every process below them, however deep (the dashboard's modules are its
+    forkserver's children)."""
+    parent: dict[int, int] = {}
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
             except (OSError, ValueError, IndexError):
                 continue
-            if ppid in pids:
-                found.add(int(d.name))
+    found = set(pids)
+    grew = True
+    while grew:
+        below = {pid for pid, ppid in parent.items() if ppid in found} - found
+        found |= below
+        grew = bool(below)
     return found
 
 
@@ -181,8 +187,10 @@ def head_pids(address: str) -> set[int]:
     if not sessions:
         return set()
     pids = {pid for pid, args in cmds.items() if any(s in a for a in args for s in sessions)}
+    # Ray's client server names the head by address only, and `ray start` leaves it an orphan.
+    pids |= {pid for pid, args in cmds.items() if "ray.util.client.server" in args and f"--address={address}" in args}
     pids.discard(os.getpid())
-    return _children(pids) - {os.getpid()}
+    return _descendants(pids) - {os.getpid()}
 
 
 def _running(pid: int) -> bool:

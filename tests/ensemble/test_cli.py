@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from zabray.rayhead import _running
+
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 ZABRAY = [sys.executable, "-m", "zabray.cli"]
 
@@ -40,6 +42,19 @@ def wait_status(name: str, env: dict[str, str], want: int = 0, timeout: float = 
     while run("status", "--name", name, env=env, check=None).returncode != want:
         assert time.monotonic() < deadline, f"status of {name} never returned {want}"
         time.sleep(0.2)
+
+
+def processes_naming(text: str) -> dict[int, str]:
+    """The running processes with ``text`` in an argument of their command line."""
+    out = {}
+    for d in Path("/proc").iterdir():
+        try:
+            args = (d / "cmdline").read_bytes().decode(errors="replace").split("\0") if d.name.isdigit() else []
+        except OSError:
+            continue
+        if any(text in a for a in args) and _running(int(d.name)):
+            out[int(d.name)] = " ".join(args)
+    return out
 
 
 def user_shell() -> tuple[str, dict[str, str]]:
@@ -128,8 +143,13 @@ def test_cli_up_twice_status_faults_errors_down(tmp_path: Path) -> None:
         assert list((data / "cli").iterdir())
         assert "wiped 3 data directories" in run("down", "--name", "cli", "--wipe", env=env).stdout
         assert not (data / "cli").exists()
+        # Ray's client server names the head only by its address, and `ray start` leaves it an
+        # orphan: it was left running, holding its port, after the rest of the head had gone.
+        client_server = processes_naming(f"--address={head}")
+        assert client_server, "the head's Ray client server was not found"
         stopped = run("down", "--name", "zk", "--stop-ray", env=env)
         assert "stopped the Ray head" in stopped.stdout and "Traceback" not in stopped.stderr
+        assert not [pid for pid in client_server if _running(pid)], client_server
         gone = run("status", "--name", "zk", env=env, check=1)
         assert "no Ray cluster is running" in gone.stderr
     finally:
