@@ -288,7 +288,7 @@ class Ensemble(HoldControl):
             try:  # only a hint: the error is the missing name whatever Ray answers here
                 running = running_ensembles()
                 hint = (f"; running here: {', '.join(map(repr, running))}" if running
-                        else "; none is running here (`zabray up` starts one)")
+                        else "; none is running here")
             except Exception:  # noqa: BLE001
                 hint = ""
             raise NotRunningError(f"no ensemble named {name!r} is running in this Ray cluster{hint}") from None
