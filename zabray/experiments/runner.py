@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -210,7 +211,9 @@ class _Timeline:
 
 
 def _bar(total: float, desc: str, enabled: bool) -> Any:
-    if not enabled:
+    """A progress bar on stderr: only in a terminal or a notebook, where it is redrawn in place
+    (in a file or a pipe, a CI log, each redraw would pile onto one line)."""
+    if not enabled or not (sys.stderr.isatty() or "ipykernel" in sys.modules):
         return None
     try:
         from tqdm.auto import tqdm  # type: ignore[import-untyped]
