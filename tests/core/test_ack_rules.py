@@ -186,3 +186,26 @@ def test_a_requests_frame_is_proposed_as_its_requests_in_order() -> None:
     assert out == singles == [
         m.Proposal(m.Txn(Zxid.of(4, i + 1), v, 2, rid)) for i, (rid, v) in enumerate(pairs)
     ]
+
+
+def leader_syncing_3() -> tuple[Node, ChannelId, ChannelId]:
+    """``established_leader`` with replica 3 joining: NEWLEADER sent, not yet acknowledged."""
+    n, ch2 = established_leader()
+    ch3 = ChannelId(3, 1, 0, 0)
+    n.step(Received(ch3, m.FollowerInfo(3, 3, Zxid(0))))
+    assert m.NewLeader(4, Zxid(0)) in sent(n.step(Received(ch3, m.AckEpoch(3, Zxid(0), True))))
+    return n, ch2, ch3
+
+
+def test_a_learner_still_syncing_has_init_limit_to_answer_a_synced_one_sync_limit() -> None:
+    # As ZooKeeper's leader does. A learner installing a large SNAP cannot answer meanwhile; at
+    # sync_limit it was dropped, and a tree that took longer to install than that never got in.
+    n, ch2, ch3 = leader_syncing_3()
+    for t in range(1, CFG.init_limit + 2):
+        closed = [x.channel for x in n.step(Tick()) if isinstance(x, a.Close)]
+        n.step(Received(ch2, m.Ping(Zxid(0))))  # replica 2 answers every ping; replica 3 none
+        assert closed == ([ch3] if t == CFG.init_limit + 1 else []), t
+    # Both silent: the synced learner goes at sync_limit, the syncing one is still given time.
+    n, ch2, ch3 = leader_syncing_3()
+    closes = [[x.channel for x in n.step(Tick()) if isinstance(x, a.Close)] for _ in range(CFG.sync_limit + 1)]
+    assert closes[-1] == [ch2] and not any(closes[:-1])

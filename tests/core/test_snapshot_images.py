@@ -138,7 +138,7 @@ def test_a_state_larger_than_snap_chunk_goes_in_parts_and_is_restored_whole() ->
     assert encoded is not None
     data = b"".join(encoded)
     assert len(data) > 20
-    snaps = [x for x in sent(n.step(SnapshotEncoded(enc.image, enc.zxid, encoded))) if isinstance(x, m.Snap)]
+    snaps = parts_over_ticks(n, n.step(SnapshotEncoded(enc.image, enc.zxid, encoded)))
     assert len(snaps) == -(-len(data) // 10) and all(len(s.state) <= 10 for s in snaps)
     assert [s.last for s in snaps] == [False] * (len(snaps) - 1) + [True]
     assert b"".join(s.state for s in snaps) == data
@@ -152,6 +152,66 @@ def test_a_state_larger_than_snap_chunk_goes_in_parts_and_is_restored_whole() ->
     (install,) = persists(f.step(Received(fch, snaps[-1])))
     assert isinstance(install, a.InstallSnapshot) and install.state == data
     assert f.applied == Zxid.of(3, 5) and f.app.snapshot() == data
+
+
+def parts_over_ticks(n: Node, out: list[a.Action], per_tick: int = 1) -> list[m.Snap]:
+    """The SNAP parts a leader sends from ``out`` on, tick by tick (at most ``per_tick`` a step),
+    until its NEWLEADER, which comes after the last of them with the history between."""
+    snaps: list[m.Snap] = []
+    for _ in range(1000):
+        msgs = sent(out)
+        now = [x for x in msgs if isinstance(x, m.Snap)]
+        assert len(now) <= per_tick, "more parts in one step than snap_parts_per_tick"
+        snaps += now
+        if any(isinstance(x, m.NewLeader) for x in msgs):
+            assert snaps and snaps[-1].last
+            after = msgs[msgs.index(now[-1]) + 1:] if now else msgs
+            assert isinstance(after[-1], m.NewLeader) and not any(isinstance(x, m.Snap) for x in after)
+            return snaps
+        out = n.step(Tick())
+    raise AssertionError("no NEWLEADER after 1000 ticks")
+
+
+def snapping_leader(**config: int) -> tuple[Node, list[a.Action], bytes]:
+    """``leader_with_a_snapshot`` that has just begun to SNAP learner 2: the first step's
+    actions and the image's bytes."""
+    n = leader_with_a_snapshot(**config)
+    ch = ChannelId(2, 1, 0, 0)
+    n.step(Received(ch, m.FollowerInfo(2, 0, Zxid(0))))
+    n.step(Persisted(1))
+    (enc,) = encodes(n.step(Received(ch, m.AckEpoch(0, Zxid(0), True))))
+    encoded = enc.image.encode(1)
+    assert encoded is not None
+    return n, n.step(SnapshotEncoded(enc.image, enc.zxid, encoded)), b"".join(encoded)
+
+
+def test_a_snap_in_many_parts_goes_a_few_parts_per_tick() -> None:
+    # A 320 MB tree went in one step: encoding and framing its 20 parts held a real leader for
+    # 1.1 s, longer than sync_limit, and its healthy follower went looking for a new leader.
+    n, first, data = snapping_leader(snap_chunk=4, snap_parts_per_tick=2)
+    # An image taken while the parts go (a local snapshot) starts no second SNAP to the learner.
+    (enc,) = encodes(n.step(SnapshotRequested()))
+    encoded = enc.image.encode(1)
+    assert encoded is not None
+    assert not [x for x in sent(n.step(SnapshotEncoded(enc.image, enc.zxid, encoded))) if isinstance(x, m.Snap)]
+    snaps = parts_over_ticks(n, first, per_tick=2)
+    assert len(snaps) > 4 and b"".join(s.state for s in snaps) == data
+    assert n.role.history_floor() is None  # type: ignore[attr-defined]
+
+
+def test_the_history_a_snap_in_parts_is_followed_by_is_kept_while_the_parts_go() -> None:
+    n, out, _ = snapping_leader(snap_chunk=4, diff_window=0)
+    assert n.role.history_floor() == Zxid.of(3, 5)  # type: ignore[attr-defined]
+    # A snapshot at 3:6 persisted while the parts go (diff_window 0) must not drop 3:6: the
+    # learner gets the state at 3:5, and NEWLEADER tells it that it then has 3:6 too.
+    n._compact(Zxid.of(3, 6))
+    msgs: list[m.Message] = []
+    for _ in range(100):
+        msgs += sent(out)
+        if any(isinstance(x, m.NewLeader) for x in msgs):
+            break
+        out = n.step(Tick())
+    assert msgs[-2:] == [m.Diff((m.Txn(Zxid.of(3, 6), b"v6"),)), m.NewLeader(4, Zxid.of(3, 6))]
 
 
 def test_anything_but_the_next_part_inside_a_snap_in_parts_ends_the_iteration() -> None:

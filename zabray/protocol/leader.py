@@ -71,14 +71,14 @@ class Stage(enum.IntEnum):
     INFO = 0  # FOLLOWERINFO received; waiting for e' to be chosen
     EPOCH_SENT = 1  # LEADERINFO sent; waiting for ACKEPOCH
     EPOCH_ACKED = 2  # ACKEPOCH received; waiting to be synced
-    SNAPPING = 3  # needs a SNAP: waiting for the image of the delivered state to be encoded
+    SNAPPING = 3  # needs a SNAP: waiting for the image of the delivered state, then its parts going out
     SYNCING = 4  # history + NEWLEADER sent; in the broadcast set
     ACTIVE = 5  # NEWLEADER acknowledged
 
 
 class LearnerHandle:
     __slots__ = ("channel", "sid", "observer", "stage", "accepted_epoch", "last_zxid",
-                 "current_epoch", "counted", "acked", "heard")
+                 "current_epoch", "counted", "acked", "heard", "snap", "snap_zxid")
 
     def __init__(self, channel: ChannelId, sid: int, observer: bool, accepted_epoch: int,
                  last_zxid: int, now: int) -> None:
@@ -92,6 +92,8 @@ class LearnerHandle:
         self.counted = False  # its epoch promise counts toward the discovery quorum
         self.acked: Zxid = ZERO  # highest zxid known durable at this learner, this epoch
         self.heard = now
+        self.snap: deque[Snap] = deque()  # SNAP parts not yet sent (SNAPPING), a few per tick
+        self.snap_zxid: Zxid = ZERO  # the image they are of
 
 
 class Leader(Role):
@@ -253,16 +255,31 @@ class Leader(Role):
         then the history after it (everything proposed meanwhile included)."""
         # Compaction stays below every image: it follows only snapshots persisted from older ones.
         assert zxid >= self.node.history.base, f"image {zxid!r} below the history's base"
-        waiting = [h for h in self.learners.values() if h.stage == Stage.SNAPPING]
+        # A learner already being sent an earlier image goes on with that one.
+        waiting = [h for h in self.learners.values() if h.stage == Stage.SNAPPING and not h.snap]
         if not waiting:
             return  # a local snapshot: its bytes are not copied here
         state = joined(encoded)
         size = self.node.cfg.snap_chunk
         parts = [Snap(zxid, state[i : i + size], i + size >= len(state)) for i in range(0, len(state), size)]
         for h in waiting:
-            for part in parts or [Snap(zxid, state)]:
-                self._send(h, part)
-            self._send_history(h, zxid)
+            h.snap, h.snap_zxid = deque(parts or [Snap(zxid, state)]), zxid
+            self._send_snap(h)
+
+    def _send_snap(self, h: LearnerHandle) -> None:
+        """Send the learner its next SNAP parts (``snap_parts_per_tick``: the rest go at the next
+        ticks), and once the last has gone, the history after the image (``history_floor`` kept
+        it) and NEWLEADER."""
+        for _ in range(self.node.cfg.snap_parts_per_tick):
+            if not h.snap:
+                break
+            self._send(h, h.snap.popleft())
+        if not h.snap:
+            self._send_history(h, h.snap_zxid)
+
+    def history_floor(self) -> int | None:
+        pending = [h.snap_zxid for h in self.learners.values() if h.snap]
+        return min(pending) if pending else None
 
     def _on_ack_newleader(self, h: LearnerHandle, msg: AckNewLeader) -> None:
         if h.stage != Stage.SYNCING or msg.epoch != self.epoch:
@@ -436,6 +453,8 @@ class Leader(Role):
     def on_tick(self) -> None:
         n = self.node
         cfg = n.cfg
+        for h in [h for h in self.learners.values() if h.snap]:
+            self._send_snap(h)
         if n.now % cfg.ping_interval == 0:
             # A learner waiting for its SNAP hears from us meanwhile (it answers PING in any
             # stage), or the image of a large tree could outlast its sync_limit.
@@ -447,7 +466,9 @@ class Leader(Role):
                 n.new_iteration("no quorum synchronized within init_limit")
             return
         for h in list(self.learners.values()):
-            if n.now - h.heard > cfg.sync_limit:
+            # As ZooKeeper's leader does, a learner still syncing (installing a large SNAP, say)
+            # has init_limit to answer; once it has acknowledged NEWLEADER, sync_limit.
+            if n.now - h.heard > (cfg.sync_limit if h.stage == Stage.ACTIVE else cfg.init_limit):
                 self._drop(h)
         live = {s for s, h in self.learners.items() if not h.observer and h.stage == Stage.ACTIVE}
         if cfg.is_quorum(live | {n.sid}):

@@ -277,8 +277,10 @@ class Node:
         self.role.on_image(event.zxid, event.data)
 
     def _compact(self, snap_zxid: Zxid) -> None:
-        """Keep ``diff_window`` txns below the snapshot for DIFFs; forget older ones."""
-        keep_from = self.history.after(self.history.base, snap_zxid)
+        """Keep ``diff_window`` txns below the snapshot for DIFFs, and every txn a SNAP being sent
+        in parts must be followed by; forget older ones."""
+        floor = self.role.history_floor()
+        keep_from = self.history.after(self.history.base, snap_zxid if floor is None else min(snap_zxid, floor))
         cut = len(keep_from) - self.cfg.diff_window
         if cut > 0:
             self.history.compact(keep_from[cut - 1].zxid)

@@ -34,6 +34,9 @@ class ProtocolConfig:
     """Txns per DIFF message."""
     snap_chunk: int = 16 << 20
     """Bytes per SNAP message: a larger state goes in parts (a frame holds at most 64 MiB)."""
+    snap_parts_per_tick: int = 1
+    """SNAP parts a leader sends one learner per tick: a large state goes over several ticks, so
+    that encoding and framing its parts never holds the leader for as long as ``sync_limit``."""
     members: frozenset[int] = field(init=False)
     quorum: int = field(init=False)
 
@@ -43,7 +46,7 @@ class ProtocolConfig:
         if self.voters & self.observers:
             raise ConfigError(f"observers: {sorted(self.voters & self.observers)} are also voters")
         for name in ("init_limit", "sync_limit", "ping_interval", "finalize_wait", "election_resend",
-                     "max_outstanding", "diff_chunk", "snap_chunk"):
+                     "max_outstanding", "diff_chunk", "snap_chunk", "snap_parts_per_tick"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}: must be at least 1, got {getattr(self, name)}")
         if self.diff_window < 0:

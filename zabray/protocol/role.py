@@ -53,6 +53,11 @@ class Role:
     def uncertain_requests(self) -> list[int]:
         return []
 
+    def history_floor(self) -> int | None:
+        """The lowest zxid whose successors this role still has to send from the history (a SNAP
+        in parts is followed by the txns after its image), or None: compaction stays below it."""
+        return None
+
     def phase_name(self) -> str:
         return self.PHASE
 
