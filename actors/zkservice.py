@@ -9,6 +9,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from actors import gc_policy
 from actors.services import ServiceConn
 from zabray import clientproto as cp
 from zabray.config import EnsembleConfig
@@ -22,13 +23,22 @@ if TYPE_CHECKING:
     from actors.clientport import ClientConn
 
 
+class _Tree(DataTree):
+    """The data tree, restored (from a snapshot at start, or a leader's SNAP) with the cyclic
+    collector paused: the process's choice, not the pure tree's."""
+
+    def restore(self, data: bytes) -> None:
+        with gc_policy.paused():
+            super().restore(data)
+
+
 class ZooKeeperService:
     """The ZooKeeper service: connections get small ids, time is the wall clock in ms."""
 
     def __init__(self, replica: int, stats: dict[str, int], cfg: EnsembleConfig | None = None) -> None:
         now = _now_ms()
         cfg = cfg or EnsembleConfig()
-        self.svc = ZkService(replica, DataTree(), now_ms=now, id_salt=0,
+        self.svc = ZkService(replica, _Tree(), now_ms=now, id_salt=0,
                              min_timeout_ms=cfg.zk_min_session_timeout_ms, max_timeout_ms=cfg.zk_max_session_timeout_ms,
                              container_check_ms=cfg.zk_container_check_ms, super_digest=cfg.zk_super_digest or None)
         plant = os.environ.get("ZABRAY_PLANT_STALE_READS")

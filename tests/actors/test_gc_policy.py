@@ -123,3 +123,36 @@ def test_a_slow_full_collection_freezes_what_it_scanned_at_the_next_tick(monkeyp
     later = [[i] for i in range(100)]
     gc_policy.tick()
     assert scanned(later) == len(later), "a tick froze again without a slow full collection"
+
+
+def test_a_replica_restores_a_tree_without_collecting_meanwhile() -> None:
+    # Every young collection during a bulk restore scans the tree built so far, all of which
+    # stays alive: a 300,000-znode SNAP took 6.4 s to decode with them, 4.5 s without.
+    from actors.zkservice import ZooKeeperService
+    from zabray.tree import DataTree
+    from zabray.tree.snapshot import decode_snapshot, encode_snapshot, node_row
+
+    _, nodes, _, _ = decode_snapshot(DataTree().snapshot())
+    rows = [node_row(p, nodes[p]) for p in sorted(nodes)]
+    rows += sorted(([f"/n{i:05d}", b"v"] + rows[0][2:] for i in range(3000)), key=lambda r: r[0])
+    data = encode_snapshot(0, sorted(rows, key=lambda r: r[0]), [])
+    starts: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            starts.append(info["generation"])
+
+    threshold = gc.get_threshold()
+    gc.set_threshold(50)
+    gc.callbacks.append(count)
+    try:
+        DataTree().restore(data)
+        assert starts, "restoring 3,000 znodes ran no collection even at a threshold of 50"
+        service = ZooKeeperService(1, {})
+        starts.clear()
+        service.app.restore(data)
+        assert len(starts) <= 1 and gc.isenabled(), starts  # at most the one the collector owes on resuming
+        assert service.app.stat("/n02999").data_length == 1
+    finally:
+        gc.callbacks.remove(count)
+        gc.set_threshold(*threshold)
