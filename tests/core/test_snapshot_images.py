@@ -129,7 +129,7 @@ def test_a_snap_carries_on_with_everything_the_leader_proposed_while_its_image_w
 
 
 def test_a_state_larger_than_snap_chunk_goes_in_parts_and_is_restored_whole() -> None:
-    n = leader_with_a_snapshot(snap_chunk=10)
+    n = leader_with_a_snapshot(snap_chunk=10, snap_tick_bytes=10)
     ch = ChannelId(2, 1, 0, 0)
     n.step(Received(ch, m.FollowerInfo(2, 0, Zxid(0))))
     n.step(Persisted(1))
@@ -161,7 +161,7 @@ def parts_over_ticks(n: Node, out: list[a.Action], per_tick: int = 1) -> list[m.
     for _ in range(1000):
         msgs = sent(out)
         now = [x for x in msgs if isinstance(x, m.Snap)]
-        assert len(now) <= per_tick, "more parts in one step than snap_parts_per_tick"
+        assert len(now) <= per_tick, "more parts in one step than snap_tick_bytes allow"
         snaps += now
         if any(isinstance(x, m.NewLeader) for x in msgs):
             assert snaps and snaps[-1].last
@@ -188,7 +188,7 @@ def snapping_leader(**config: int) -> tuple[Node, list[a.Action], bytes]:
 def test_a_snap_in_many_parts_goes_a_few_parts_per_tick() -> None:
     # A 320 MB tree went in one step: encoding and framing its 20 parts held a real leader for
     # 1.1 s, longer than sync_limit, and its healthy follower went looking for a new leader.
-    n, first, data = snapping_leader(snap_chunk=4, snap_parts_per_tick=2)
+    n, first, data = snapping_leader(snap_chunk=4, snap_tick_bytes=8)
     # An image taken while the parts go (a local snapshot) starts no second SNAP to the learner.
     (enc,) = encodes(n.step(SnapshotRequested()))
     encoded = enc.image.encode(1)
@@ -200,7 +200,7 @@ def test_a_snap_in_many_parts_goes_a_few_parts_per_tick() -> None:
 
 
 def test_the_history_a_snap_in_parts_is_followed_by_is_kept_while_the_parts_go() -> None:
-    n, out, _ = snapping_leader(snap_chunk=4, diff_window=0)
+    n, out, _ = snapping_leader(snap_chunk=4, snap_tick_bytes=4, diff_window=0)
     assert n.role.history_floor() == Zxid.of(3, 5)  # type: ignore[attr-defined]
     # A snapshot at 3:6 persisted while the parts go (diff_window 0) must not drop 3:6: the
     # learner gets the state at 3:5, and NEWLEADER tells it that it then has 3:6 too.

@@ -92,7 +92,7 @@ class LearnerHandle:
         self.counted = False  # its epoch promise counts toward the discovery quorum
         self.acked: Zxid = ZERO  # highest zxid known durable at this learner, this epoch
         self.heard = now
-        self.snap: deque[Snap] = deque()  # SNAP parts not yet sent (SNAPPING), a few per tick
+        self.snap: deque[Snap] = deque()  # SNAP parts not yet sent (SNAPPING): snap_tick_bytes a tick
         self.snap_zxid: Zxid = ZERO  # the image they are of
 
 
@@ -252,7 +252,8 @@ class Leader(Role):
 
     def on_image(self, zxid: Zxid, encoded: Encoded) -> None:
         """The delivered state at ``zxid`` is encoded: SNAP it to every learner waiting for it,
-        then the history after it (everything proposed meanwhile included)."""
+        in parts over ticks (``_send_snap``), then the history after it (everything proposed
+        meanwhile included)."""
         # Compaction stays below every image: it follows only snapshots persisted from older ones.
         assert zxid >= self.node.history.base, f"image {zxid!r} below the history's base"
         # A learner already being sent an earlier image goes on with that one.
@@ -267,13 +268,14 @@ class Leader(Role):
             self._send_snap(h)
 
     def _send_snap(self, h: LearnerHandle) -> None:
-        """Send the learner its next SNAP parts (``snap_parts_per_tick``: the rest go at the next
-        ticks), and once the last has gone, the history after the image (``history_floor`` kept
-        it) and NEWLEADER."""
-        for _ in range(self.node.cfg.snap_parts_per_tick):
-            if not h.snap:
-                break
-            self._send(h, h.snap.popleft())
+        """Send the learner its next SNAP parts (``snap_tick_bytes`` of them: the rest go at the
+        next ticks), and once the last has gone, the history after the image (``history_floor``
+        kept it) and NEWLEADER."""
+        budget = self.node.cfg.snap_tick_bytes
+        while h.snap and budget > 0:
+            part = h.snap.popleft()
+            self._send(h, part)
+            budget -= len(part.state)
         if not h.snap:
             self._send_history(h, h.snap_zxid)
 

@@ -34,9 +34,10 @@ class ProtocolConfig:
     """Txns per DIFF message."""
     snap_chunk: int = 16 << 20
     """Bytes per SNAP message: a larger state goes in parts (a frame holds at most 64 MiB)."""
-    snap_parts_per_tick: int = 1
-    """SNAP parts a leader sends one learner per tick: a large state goes over several ticks, so
-    that encoding and framing its parts never holds the leader for as long as ``sync_limit``."""
+    snap_tick_bytes: int = 16 << 20
+    """SNAP bytes a leader sends one learner per tick (at least one part): a large state goes over
+    several ticks, so that encoding and framing its parts never holds the leader for as long as
+    ``sync_limit``, whatever ``snap_chunk`` is."""
     members: frozenset[int] = field(init=False)
     quorum: int = field(init=False)
 
@@ -46,7 +47,7 @@ class ProtocolConfig:
         if self.voters & self.observers:
             raise ConfigError(f"observers: {sorted(self.voters & self.observers)} are also voters")
         for name in ("init_limit", "sync_limit", "ping_interval", "finalize_wait", "election_resend",
-                     "max_outstanding", "diff_chunk", "snap_chunk", "snap_parts_per_tick"):
+                     "max_outstanding", "diff_chunk", "snap_chunk", "snap_tick_bytes"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}: must be at least 1, got {getattr(self, name)}")
         if self.diff_window < 0:

@@ -103,6 +103,8 @@ class Simulation:
             # messages and can arrive within init_limit, as 16 MiB parts of a real tree do.
             snap_chunk=(16, 200, 1 << 24)[seed % 3] if opt.app_factory is None else (512, 2048, 1 << 24)[seed % 3],
         )
+        # One part a tick, so that a SNAP in parts spans ticks, as a large tree's does.
+        params["snap_tick_bytes"] = params["snap_chunk"]
         params.update(opt.config)
         self.cfg = ProtocolConfig(voters=voters, observers=observers, **params)
         self.replicas = {sid: SimReplica(sid, opt.store_factory) for sid in sorted(self.cfg.members)}
