@@ -129,16 +129,9 @@ def test_a_snap_carries_on_with_everything_the_leader_proposed_while_its_image_w
 
 
 def test_a_state_larger_than_snap_chunk_goes_in_parts_and_is_restored_whole() -> None:
-    n = leader_with_a_snapshot(snap_chunk=10, snap_tick_bytes=10)
-    ch = ChannelId(2, 1, 0, 0)
-    n.step(Received(ch, m.FollowerInfo(2, 0, Zxid(0))))
-    n.step(Persisted(1))
-    (enc,) = encodes(n.step(Received(ch, m.AckEpoch(0, Zxid(0), True))))
-    encoded = enc.image.encode(1)
-    assert encoded is not None
-    data = b"".join(encoded)
+    n, first, data = snapping_leader(snap_chunk=10, snap_tick_bytes=10)
     assert len(data) > 20
-    snaps = parts_over_ticks(n, n.step(SnapshotEncoded(enc.image, enc.zxid, encoded)))
+    snaps = parts_over_ticks(n, first)
     assert len(snaps) == -(-len(data) // 10) and all(len(s.state) <= 10 for s in snaps)
     assert [s.last for s in snaps] == [False] * (len(snaps) - 1) + [True]
     assert b"".join(s.state for s in snaps) == data
