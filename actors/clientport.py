@@ -63,6 +63,7 @@ class ClientConn(BatchingProtocol):
         self.server.outbox.flush()  # replies (and a leader's PROPOSALs) leave now, not next turn
 
     def _received(self, data: bytes) -> None:
+        reqs: list[cp.SubmitReq | cp.StatusReq | cp.ZkReq] = []
         try:
             for payload in self.decoder.feed(data):
                 if not self.greeted:
@@ -75,8 +76,8 @@ class ClientConn(BatchingProtocol):
                 req = cp.decode_request(payload)
                 if not self.authed and self.server.secret is not None and not isinstance(req, cp.ZkReq):
                     raise AuthFailed("broadcast requests need the ensemble secret (authenticate first)")
-                self.held.queue.append(req)
-            self.held.drain()
+                reqs.append(req)
+            self.held.extend(reqs)
         except AuthFailed as e:
             self.server.client_auth_failed(self, e)
             self.close()
