@@ -130,7 +130,8 @@ def test_a_replica_restores_a_tree_without_collecting_meanwhile() -> None:
     # stays alive: a 300,000-znode SNAP took 6.4 s to decode with them, 4.5 s without.
     from actors.zkservice import ZooKeeperService
     from zabray.tree import DataTree
-    from zabray.tree.snapshot import decode_snapshot, encode_snapshot, node_row
+    from zabray.tree.restore import decode_snapshot
+    from zabray.tree.snapshot import encode_snapshot, node_row
 
     _, nodes, _, _ = decode_snapshot(DataTree().snapshot())
     rows = [node_row(p, nodes[p]) for p in sorted(nodes)]

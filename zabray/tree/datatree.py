@@ -47,9 +47,9 @@ from zabray.tree.ops import (
 )
 from zabray.tree.paths import CONFIG, QUOTA, ROOT, SPECIAL_PATHS, ZOOKEEPER, name_of, parent_of, validate_path
 from zabray.tree.processor import RequestProcessor
+from zabray.tree.restore import Restored, TreeRestore
 from zabray.tree.snapshot import (
     Node,
-    decode_snapshot,
     encode_snapshot,
     node_row,
 )
@@ -512,21 +512,28 @@ class DataTree:
             self._image = None
 
     def restore(self, data: bytes) -> None:
-        """Replace the whole state with a snapshot's (and drop pending prepared state).
+        """Replace the whole state with a snapshot's (and drop pending prepared state), in one go.
 
         Raises ``CorruptionError`` (leaving the tree untouched) if the snapshot fails its
         checksum or does not describe a consistent tree; ``FormatVersionError`` for a snapshot
         of the older format 1.
         """
-        last, nodes, sessions, ephemerals = decode_snapshot(data)
+        r = self.restoring(data)
+        r.decode_all()
+        r.install()
+
+    def restoring(self, data: bytes) -> TreeRestore:
+        """A restore of ``data`` to decode in slices (``zabray.tree.restore``); the tree changes
+        only at its ``install``. Raises ``CorruptionError`` at once for a malformed wrapper."""
+        return TreeRestore(data, self._install)
+
+    def _install(self, r: Restored) -> None:
         if self._image is not None:  # it reads the tree being replaced
             self._image.stale = True
             self._image = None
-        self._nodes, self._sessions, self._ephemerals = nodes, sessions, ephemerals
-        self._containers = {p for p, n in nodes.items() if kind_of(n.stat.ephemeral_owner) is Kind.CONTAINER}
-        self._ttls = {p for p, n in nodes.items() if kind_of(n.stat.ephemeral_owner) is Kind.TTL}
-        self._quotas = {q for q in map(quotas.quota_of_limit_node, nodes) if q is not None}
-        self._last_zxid = last
+        self._nodes, self._sessions, self._ephemerals = r.nodes, r.sessions, r.ephemerals
+        self._containers, self._ttls, self._quotas = r.containers, r.ttls, r.quotas
+        self._last_zxid = r.last
         self._processor.abandon()
 
     def digest(self) -> str:
