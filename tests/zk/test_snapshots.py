@@ -1,6 +1,6 @@
 """The snapshot actor: many snapshots and purges; a restarted replica and a wiped one end with the same tree.
 Snapshots of a tree larger than one slice are encoded over several loop turns, and a SNAP larger
-than ``snap_chunk`` reaches the learner in parts."""
+than ``snap_chunk`` reaches the learner in parts and is decoded over several loop turns."""
 
 from __future__ import annotations
 
@@ -72,4 +72,7 @@ def test_restart_from_snapshots_and_rebuild_by_snap(start, tmp_path: Path) -> No
     # The leader (never restarted) encoded each of its snapshots in three slices or more.
     encoded = st[leader]["stats"]["snapshots_encoded"]
     assert encoded >= 3 and st[leader]["stats"]["snapshot_slices"] >= 3 * encoded
+    # The wiped replica decoded the SNAP (over 2,000 znodes) in slices: its checksum, then rows.
+    decoded = st[other]["stats"]["snaps_decoded"]
+    assert decoded >= 1 and st[other]["stats"]["snap_decode_slices"] >= 3 * decoded
     s.close()

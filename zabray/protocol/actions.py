@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from zabray.fastinit import fast_inits
 from zabray.protocol.events import ChannelId
 from zabray.protocol.messages import Message, Notification, Txn
-from zabray.protocol.statemachine import Encoded, SnapshotImage
+from zabray.protocol.statemachine import Encoded, SnapshotImage, SnapshotRestore
 from zabray.protocol.zxid import Zxid
 
 
@@ -107,6 +107,18 @@ class EncodeSnapshot(Action):
     which persists them as ``PersistSnapshot`` in its token order."""
 
     image: SnapshotImage
+    zxid: Zxid
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeSnapshot(Action):
+    """Decode ``restore``, a SNAP of the state at ``zxid``, and answer with ``SnapshotDecoded``.
+
+    Not a persist: the shell decodes it in slices between other work, so that a large state does
+    not keep the learner from answering its leader; the core installs it and persists it once it
+    is decoded, and stops the shell by marking it ``stale`` if it no longer wants it."""
+
+    restore: SnapshotRestore
     zxid: Zxid
 
 

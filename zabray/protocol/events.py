@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from zabray.fastinit import fast_inits
 from zabray.protocol.messages import Message, Notification
-from zabray.protocol.statemachine import Encoded, SnapshotImage
+from zabray.protocol.statemachine import Encoded, SnapshotImage, SnapshotRestore
 from zabray.protocol.zxid import Zxid
 
 
@@ -106,6 +106,13 @@ class SnapshotEncoded(Event):
     image: SnapshotImage
     zxid: Zxid
     data: Encoded
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotDecoded(Event):
+    """The shell has decoded (and checked) the SNAP a ``DecodeSnapshot`` asked it to."""
+
+    restore: SnapshotRestore
 
 
 fast_inits(globals())  # built on every message or write: see zabray.fastinit

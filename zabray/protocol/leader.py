@@ -458,11 +458,13 @@ class Leader(Role):
         for h in [h for h in self.learners.values() if h.snap]:
             self._send_snap(h)
         if n.now % cfg.ping_interval == 0:
-            # A learner waiting for its SNAP hears from us meanwhile (it answers PING in any
-            # stage), or the image of a large tree could outlast its sync_limit.
+            # Every learner past its epoch hears from us, established or not (it answers PING
+            # in any stage): one waiting for a large tree's image and SNAP, one decoding it, or
+            # one waiting for the others to sync would otherwise outlast its sync_limit.
+            ping = Ping(self.committed)
             for h in self.learners.values():
-                if h.stage == Stage.SNAPPING:
-                    n.emit(Send(h.channel, Ping(self.committed)))
+                if h.stage >= Stage.SNAPPING:
+                    n.emit(Send(h.channel, ping))
         if not self.established:
             if n.now - self.started > cfg.init_limit:
                 n.new_iteration("no quorum synchronized within init_limit")
@@ -478,11 +480,6 @@ class Leader(Role):
         elif n.now - self.quorum_seen > cfg.sync_limit:
             n.new_iteration("lost its quorum")
             return
-        if n.now % cfg.ping_interval == 0:
-            ping = Ping(self.committed)
-            for h in self.learners.values():
-                if h.stage >= Stage.SYNCING:
-                    n.emit(Send(h.channel, ping))
 
     def channels(self) -> list[ChannelId]:
         return [h.channel for h in self.learners.values()]

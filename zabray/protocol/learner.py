@@ -22,6 +22,7 @@ from zabray.errors import ProtocolError
 from zabray.protocol.actions import (
     AppendTxns,
     Close,
+    DecodeSnapshot,
     InstallSnapshot,
     Open,
     Send,
@@ -58,6 +59,7 @@ from zabray.protocol.zxid import ZERO, Zxid
 
 if TYPE_CHECKING:
     from zabray.protocol.node import Node
+    from zabray.protocol.statemachine import SnapshotRestore
 
 
 class Stage(enum.IntEnum):
@@ -83,6 +85,10 @@ class Learner(Role):
         self._forwarded: set[int] = set()
         self._snap_parts: list[bytes] = []  # a SNAP's parts so far, all of ``_snap_zxid``
         self._snap_zxid = -1
+        # A SNAP the shell is decoding (state, zxid and the bytes to persist), and the leader's
+        # messages after it, taken in order once it is installed.
+        self._restore: tuple[SnapshotRestore, Zxid, bytes] | None = None
+        self._after_snap: list[Message] = []
         node.set_state(PeerState.OBSERVING if self.observer else PeerState.FOLLOWING, leader,
                        node.current_epoch)
         node.emit(Open(self.channel))
@@ -110,6 +116,9 @@ class Learner(Role):
             return
         self.heard = n.now
         t = type(msg)
+        if self._restore is not None and t is not Ping:
+            self._after_snap.append(msg)
+            return
         if t is Proposal:
             self._on_proposals((msg.txn,))  # type: ignore[attr-defined]
         elif t is Proposals:
@@ -174,11 +183,34 @@ class Learner(Role):
             state = b"".join([*self._snap_parts, msg.state]) if self._snap_parts else msg.state
             self._snap_parts = []
             z = Zxid(msg.zxid)
-            n.restore_app(state)
-            n.history.reset(z)
-            n.applied = z
-            n.persist(InstallSnapshot, z, state)
-            n.trace(trace.SnapshotInstalled(z.epoch, z))
+            restore = n.app.restoring(state)
+            self._restore = (restore, z, state)
+            n.emit(DecodeSnapshot(restore, z))
+
+    def on_decoded(self, restore: SnapshotRestore) -> None:
+        """The SNAP is decoded and checked: install it, then take what the leader sent after it."""
+        if self._restore is None or restore is not self._restore[0]:
+            return
+        self._install()
+        n, after, self._after_snap = self.node, self._after_snap, []
+        for msg in after:
+            if n.role is not self:
+                return  # one of them ended the iteration
+            self.on_message(self.channel, msg)
+
+    def _install(self) -> None:
+        """The SNAP replaces the delivered state, the history and the log (all of it committed:
+        the leader's image of what it delivered)."""
+        assert self._restore is not None
+        n = self.node
+        restore, z, state = self._restore
+        self._restore = None
+        n.install_app(restore)
+        restore.stale = True  # done with: the shell stops, whatever it was doing
+        n.history.reset(z)
+        n.applied = z
+        n.persist(InstallSnapshot, z, state)
+        n.trace(trace.SnapshotInstalled(z.epoch, z))
 
     def _append(self, txns: tuple) -> None:  # type: ignore[type-arg]
         if not txns:
@@ -260,8 +292,19 @@ class Learner(Role):
         n = self.node
         if n.now - self.heard > n.cfg.sync_limit:
             n.new_iteration(f"leader {self.leader} silent")
-        elif self.stage != Stage.BROADCAST and n.now - self.started > n.cfg.init_limit:
+        elif self.stage != Stage.BROADCAST and n.now - self.started > n.cfg.init_limit and self._restore is None:
+            # (A learner decoding a SNAP is getting on, and its leader pings it meanwhile.)
             n.new_iteration(f"not synchronized with {self.leader} within init_limit")
+
+    def end(self) -> None:
+        """A SNAP still being decoded is finished now, as it was before SNAPs were decoded in
+        slices: its state is committed, and a learner that dropped it would be sent it again
+        from the start, by a leader that may wait for this very learner."""
+        if self._restore is not None:
+            restore = self._restore[0]
+            while not restore.decode(1 << 62):
+                pass
+            self._install()
 
     def on_closed(self, channel: ChannelId) -> None:
         if channel == self.channel:

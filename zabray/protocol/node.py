@@ -40,6 +40,7 @@ from zabray.protocol.events import (
     Notified,
     Persisted,
     Received,
+    SnapshotDecoded,
     SnapshotEncoded,
     SnapshotRequested,
     Submit,
@@ -49,7 +50,7 @@ from zabray.protocol.events import (
 from zabray.protocol.history import History
 from zabray.protocol.messages import PeerState
 from zabray.protocol.protocol_config import ProtocolConfig
-from zabray.protocol.statemachine import SnapshotImage, StateMachine, ValueLog
+from zabray.protocol.statemachine import SnapshotImage, SnapshotRestore, StateMachine, ValueLog
 from zabray.protocol.zxid import Zxid
 
 if TYPE_CHECKING:
@@ -157,6 +158,8 @@ class Node:
             self._snapshot()
         elif type(event) is SnapshotEncoded:
             self._on_snapshot_encoded(event)
+        elif type(event) is SnapshotDecoded:
+            role.on_decoded(event.restore)
         elif type(event) is TouchSessions:
             role.on_touch(event.sessions)
         else:
@@ -260,11 +263,12 @@ class Node:
         self._image = self.app.image()
         self._out.append(EncodeSnapshot(self._image, self.applied))
 
-    def restore_app(self, state: bytes) -> None:
-        """Replace the delivered state (a SNAP); an image still being encoded is of the old one."""
+    def install_app(self, restore: SnapshotRestore) -> None:
+        """Replace the delivered state with a decoded SNAP; an image still being encoded is of
+        the old one."""
         self._image = None
         self._image_persist = False
-        self.app.restore(state)
+        restore.install()
 
     def _on_snapshot_encoded(self, event: SnapshotEncoded) -> None:
         if event.image is not self._image or event.image.stale:

@@ -10,7 +10,7 @@ from zabray.protocol.messages import Message, Notification
 
 if TYPE_CHECKING:
     from zabray.protocol.node import Node
-    from zabray.protocol.statemachine import Encoded
+    from zabray.protocol.statemachine import Encoded, SnapshotRestore
     from zabray.protocol.zxid import Zxid
 
 
@@ -40,6 +40,9 @@ class Role:
 
     def on_image(self, zxid: Zxid, encoded: Encoded) -> None:
         """An image of the delivered state at ``zxid`` is encoded (only a leader waits for one)."""
+
+    def on_decoded(self, restore: SnapshotRestore) -> None:
+        """The shell has decoded a SNAP (only a learner asks for that; an ended one has let it go)."""
 
     def forget_request(self, request_id: int) -> None:
         """The request committed and was answered; it is no longer in doubt."""

@@ -39,7 +39,15 @@ class StateMachine(Protocol):
         txns go on being applied; its bytes are what ``snapshot`` returns now."""
         ...
 
-    def restore(self, data: bytes) -> None: ...
+    def restore(self, data: bytes) -> None:
+        """Replace the whole state with a snapshot's, in one go (at start-up)."""
+        ...
+
+    def restoring(self, data: bytes) -> SnapshotRestore:
+        """A restore of a snapshot's ``data`` for the shell to decode (in slices, if it is
+        large); the state changes only at its ``install``. ``CorruptionError`` if ``data`` is
+        not a snapshot, now or at any ``decode``."""
+        ...
 
 
 Encoded = tuple[bytes, ...]
@@ -62,6 +70,20 @@ class SnapshotImage(Protocol):
 
     def encode(self, budget: int) -> Encoded | None:
         """Encode about ``budget`` more units; the snapshot once complete, ``None`` until then."""
+        ...
+
+
+class SnapshotRestore(Protocol):
+    """A snapshot being decoded (``zabray.tree.restore`` has the one that takes slices)."""
+
+    stale: bool  # given up: the core will not install it
+
+    def decode(self, budget: int) -> bool:
+        """Decode about ``budget`` more units; True once all is decoded and checked."""
+        ...
+
+    def install(self) -> None:
+        """Replace the state machine's state with the decoded one."""
         ...
 
 
@@ -113,8 +135,35 @@ class ValueLog:
         return EncodedImage(self.snapshot())
 
     def restore(self, data: bytes) -> None:
-        try:
-            zxid, count, chain = msgpack.unpackb(data)
-        except Exception as e:
-            raise CorruptionError(f"bad ValueLog snapshot: {e}") from None
-        self.zxid, self.count, self.chain = zxid, count, chain
+        self.zxid, self.count, self.chain = _value_log_state(data)
+
+    def restoring(self, data: bytes) -> ValueLogRestore:
+        return ValueLogRestore(self, data)
+
+
+def _value_log_state(data: bytes) -> tuple[int, int, bytes]:
+    try:
+        zxid, count, chain = msgpack.unpackb(data)
+    except Exception as e:
+        raise CorruptionError(f"bad ValueLog snapshot: {e}") from None
+    return zxid, count, chain
+
+
+class ValueLogRestore:
+    """A value log's snapshot is three numbers: decoded by the first ``decode``."""
+
+    __slots__ = ("stale", "_log", "_data", "_state")
+
+    def __init__(self, log: ValueLog, data: bytes) -> None:
+        self.stale = False
+        self._log, self._data = log, data
+        self._state: tuple[int, int, bytes] | None = None
+
+    def decode(self, budget: int) -> bool:
+        self._state = _value_log_state(self._data)
+        return True
+
+    def install(self) -> None:
+        if self._state is None or self.stale:
+            raise RuntimeError("install of a restore that is not done, or was given up")
+        self._log.zxid, self._log.count, self._log.chain = self._state

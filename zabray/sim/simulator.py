@@ -26,6 +26,7 @@ from zabray import trace
 from zabray.protocol.actions import (
     Close,
     Committed,
+    DecodeSnapshot,
     Deliver,
     EncodeSnapshot,
     Failed,
@@ -41,6 +42,7 @@ from zabray.protocol.events import (
     Notified,
     Persisted,
     Received,
+    SnapshotDecoded,
     SnapshotEncoded,
     Submit,
     Tick,
@@ -72,6 +74,7 @@ class SimReplica:
         self.synced = 0  # highest token durable
         self.told = 0  # highest token reported to the core
         self.encoding: EncodeSnapshot | None = None  # a snapshot image being encoded, in slices
+        self.decoding: DecodeSnapshot | None = None  # a SNAP being decoded, in slices
         self.last_event = "start"
         # As a real replica's shell numbers its requests: from the same first id in every
         # incarnation, so a txn an earlier one forwarded may carry an id a later one reuses.
@@ -143,7 +146,7 @@ class Simulation:
         app = self.opt.app_factory() if self.opt.app_factory else None
         r.node = factory(sid, self.cfg, durable, incarnation=r.incarnation, app=app)
         r.pending.clear()
-        r.encoding = None
+        r.encoding = r.decoding = None
         r.written = r.synced = r.told = 0
         r.core_rids.clear()
         r.next_core_rid = self.FIRST_CORE_RID
@@ -177,7 +180,7 @@ class Simulation:
             r.store = r.factory(sid)
         r.dirty = False
         r.pending.clear()
-        r.encoding = None
+        r.encoding = r.decoding = None
         r.node = None
         self.net.crash(sid)
         self.fault_counts["crash"] += 1
@@ -243,6 +246,8 @@ class Simulation:
             self.net.close(a.channel, sid)  # type: ignore[attr-defined]
         elif t is EncodeSnapshot:
             r.encoding = a  # type: ignore[assignment]
+        elif t is DecodeSnapshot:
+            r.decoding = a  # type: ignore[assignment]
         else:
             raise TypeError(f"unknown action {a!r}")
 
@@ -380,6 +385,19 @@ class Simulation:
             r.encoding = None
             self._step_node(sid, SnapshotEncoded(enc.image, enc.zxid, data), "snapshot encoded")
 
+    def _decode(self, sid: int, budget: int) -> None:
+        """One slice of a SNAP being decoded, as a learner's loop decodes it between other work
+        (the leader's later messages wait in the core until it is installed)."""
+        r = self.replicas[sid]
+        dec = r.decoding
+        assert dec is not None
+        if dec.restore.stale:  # the core finished it itself when its iteration ended
+            r.decoding = None
+            return
+        if dec.restore.decode(budget):
+            r.decoding = None
+            self._step_node(sid, SnapshotDecoded(dec.restore), "snapshot decoded")
+
     def _tick(self) -> None:
         self.ticks += 1
         for sid in sorted(self.alive()):
@@ -435,6 +453,8 @@ class Simulation:
                 choices.append(("tell", None, sid))
             if r.encoding is not None:
                 choices.append(("encode", None, sid))
+            if r.decoding is not None:
+                choices.append(("decode", None, sid))
         if not choices:
             self._tick()
             return
@@ -447,6 +467,8 @@ class Simulation:
             self._fsync(sid)
         elif kind == "encode":
             self._encode(sid, rng.randint(1, 8))
+        elif kind == "decode":
+            self._decode(sid, rng.randint(1, 8))
         else:
             self._tell(sid)
 
@@ -482,6 +504,9 @@ class Simulation:
                         yield
                     if r.encoding is not None and r.node is not None:
                         self._encode(sid, 64)
+                        yield
+                    if r.decoding is not None and r.node is not None:
+                        self._decode(sid, 64)
                         yield
                 yield from self._more_micro_steps()
             self._tick()
