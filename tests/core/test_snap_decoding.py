@@ -60,6 +60,24 @@ def test_a_decoding_learner_outlasts_init_limit_but_not_a_silent_leader() -> Non
     assert a.Close(ch) in out and n.state == m.PeerState.LOOKING
 
 
+def test_what_is_left_of_the_sync_after_a_long_decode_gets_init_limit_of_its_own() -> None:
+    n, ch, dec = decoding_follower()
+    for _ in range(CFG.init_limit + 5):
+        n.step(Received(ch, m.Ping(Zxid(0))))
+        n.step(Tick())
+    assert dec.restore.decode(1)
+    n.step(SnapshotDecoded(dec.restore))
+    n.step(Received(ch, m.NewLeader(5, Zxid.of(4, 7))))
+    for _ in range(CFG.init_limit - 1):
+        n.step(Received(ch, m.Ping(Zxid(0))))
+        n.step(Tick())
+    assert n.state == m.PeerState.FOLLOWING  # NEWLEADER's ack is on its way: the sync is not stuck
+    for _ in range(2):
+        n.step(Received(ch, m.Ping(Zxid(0))))
+        n.step(Tick())
+    assert n.state == m.PeerState.LOOKING  # but a leader that never sends UPTODATE is left
+
+
 def test_a_snap_still_decoding_when_the_iteration_ends_is_finished_and_installed_then() -> None:
     """Its state is committed; dropped, the learner would be sent it again from the start, by a
     leader that may be waiting for this very learner to establish itself."""

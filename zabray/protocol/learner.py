@@ -192,6 +192,10 @@ class Learner(Role):
         if self._restore is None or restore is not self._restore[0]:
             return
         self._install()
+        # What is left of the sync (the history after the image, NEWLEADER made durable,
+        # UPTODATE) gets init_limit of its own: a 300,000-znode SNAP took longer than
+        # init_limit to arrive and decode, and the learner then gave up just short of the end.
+        self.started = self.node.now
         n, after, self._after_snap = self.node, self._after_snap, []
         for msg in after:
             if n.role is not self:
