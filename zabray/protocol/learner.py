@@ -9,6 +9,11 @@ A NEWEPOCH equal to acceptedEpoch is acknowledged but counts toward the leader's
 when it comes from the leader it was promised to: a leader makes acceptedEpoch = e' durable
 before offering it, so (e', leader) names one leader iteration, and a promise made to another
 leader of the same epoch must not count twice.
+
+A SNAP changes nothing until the shell has decoded and checked it (``DecodeSnapshot``, answered
+by ``SnapshotDecoded``): then the state, the history and the log are replaced at once. Meanwhile
+the learner answers its leader's pings and keeps every other message for after the install, in
+order, so no acknowledgement is sent for a state that might still fail its checks.
 """
 
 from __future__ import annotations
