@@ -56,12 +56,14 @@ from zabray.protocol.actions import (
     Send,
     SessionsTouched,
     Trace,
+    Yield,
 )
 from zabray.protocol.events import (
     ChannelClosed,
     Event,
     Notified,
     Received,
+    Resumed,
     SnapshotDecoded,
     SnapshotEncoded,
     SnapshotRequested,
@@ -433,6 +435,8 @@ class ReplicaServer(FaultHooks, GroupCommit):
                 self.loop.call_soon(self._encode_slice, a)  # type: ignore[arg-type]
             elif t is DecodeSnapshot:
                 self.loop.call_soon(self._decode_slice, a)  # type: ignore[arg-type]
+            elif t is Yield:
+                self.loop.call_soon(self._step, Resumed())
         if self._pq and not self._flushing and not self._flush_scheduled:
             # After the step's sends are scheduled: a leader's PROPOSAL leaves before its own log
             # write starts (the two proceed in parallel; its own ACK still waits for the sync).

@@ -39,7 +39,7 @@ def test_deliver_records_expand_to_the_deliveries_made(seed: int) -> None:
     assert len({e for k in seen for e in {z >> 32 for z, _ in seen[k]}}) > 1  # several epochs
 
 
-@pytest.mark.parametrize("seed", [5, 8])
+@pytest.mark.parametrize("seed", [6, 8])  # schedules with every one of those faults
 def test_faults_are_traced_as_the_real_controller_traces_them(seed: int) -> None:
     """Every crash, restart, partition and broken channel is a fault row, so a simulated run's
     figures draw it; each partition ends by the final heal (none is left open to the end)."""

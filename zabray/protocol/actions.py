@@ -167,6 +167,12 @@ class SessionsTouched(Action):
 
 
 @dataclass(frozen=True, slots=True)
+class Yield(Action):
+    """The core has more to do (a learner's backlog to deliver) and lets other work in first:
+    step it with ``Resumed`` at the next loop turn, once the sockets have been polled."""
+
+
+@dataclass(frozen=True, slots=True)
 class Trace(Action):
     """A trace record (``zabray.trace``); the shell stamps run, replica, incarnation and time."""
 

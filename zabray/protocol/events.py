@@ -86,6 +86,11 @@ class Submit(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class Resumed(Event):
+    """The turn a ``Yield`` asked for."""
+
+
+@dataclass(frozen=True, slots=True)
 class TouchSessions(Event):
     """Clients of these sessions were heard from at this replica. A learner passes them to its
     leader (TOUCH); the leader reports them to its own shell (``SessionsTouched``)."""

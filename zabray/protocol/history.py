@@ -58,10 +58,13 @@ class History:
             return self._txns[i]
         return None
 
-    def after(self, z: int, upto: int | None = None) -> list[Txn]:
-        """Txns with ``z`` < zxid <= ``upto`` (to the end when ``upto`` is None)."""
+    def after(self, z: int, upto: int | None = None, limit: int | None = None) -> list[Txn]:
+        """Txns with ``z`` < zxid <= ``upto`` (to the end when ``upto`` is None), the first
+        ``limit`` of them if given."""
         lo = bisect_right(self._zxids, z)
         hi = len(self._zxids) if upto is None else bisect_right(self._zxids, upto)
+        if limit is not None:
+            hi = min(hi, lo + limit)
         return self._txns[lo:hi]
 
     def truncate(self, z: int) -> None:

@@ -275,7 +275,17 @@ class Learner(Role):
         if z > self.commit_target:
             self.commit_target = Zxid(z)
         if self.stage == Stage.BROADCAST:
-            self.node.deliver_to(self.commit_target)
+            self._deliver()
+
+    def _deliver(self) -> None:
+        """Deliver what is committed, a chunk a step: a long backlog goes on at the next loop turn."""
+        n = self.node
+        if not n.deliver_to(self.commit_target, n.cfg.deliver_chunk):
+            n.resume_later()
+
+    def on_resumed(self) -> None:
+        if self.stage == Stage.BROADCAST:
+            self._deliver()
 
     def _on_inform(self, msg: Inform) -> None:
         n = self.node

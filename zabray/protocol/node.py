@@ -31,6 +31,7 @@ from zabray.protocol.actions import (
     PersistSnapshot,
     Send,
     Trace,
+    Yield,
 )
 from zabray.protocol.events import (
     RID_BITS,
@@ -40,6 +41,7 @@ from zabray.protocol.events import (
     Notified,
     Persisted,
     Received,
+    Resumed,
     SnapshotDecoded,
     SnapshotEncoded,
     SnapshotRequested,
@@ -107,6 +109,7 @@ class Node:
         self._image: SnapshotImage | None = None  # being encoded by the shell (EncodeSnapshot)
         self._image_persist = False  # a local snapshot asked for it: persist it when encoded
         self._out: list[Action] = []
+        self._yielded = False  # a Yield is out: its Resumed is on its way
         # Where this incarnation's deliveries resume: a trace reader must know they start after
         # the snapshot, not from the first txn. Emitted with the first step's actions.
         self._pending_out: list[Action] = (
@@ -160,6 +163,9 @@ class Node:
             self._on_snapshot_encoded(event)
         elif type(event) is SnapshotDecoded:
             role.on_decoded(event.restore)
+        elif type(event) is Resumed:
+            self._yielded = False
+            role.on_resumed()
         elif type(event) is TouchSessions:
             role.on_touch(event.sessions)
         else:
@@ -203,15 +209,17 @@ class Node:
             self._compact(snaps.popleft()[1])
         self.role.on_persisted(upto)
 
-    def deliver_to(self, z: int) -> None:
-        """Deliver, in order, every txn after ``applied`` up to ``z`` that the history holds."""
+    def deliver_to(self, z: int, limit: int | None = None) -> bool:
+        """Deliver, in order, every txn after ``applied`` up to ``z`` that the history holds, or
+        only the first ``limit`` of them; whether none is left."""
         if z <= self.applied:
-            return
+            return True
         app, sid, out, tracing, tag = self.app, self.sid, self._out, self.tracing, self.rid_tag
         start = len(out)
         runs: list[tuple[int, list[str]]] = []  # (first zxid, digests) of consecutive txns
         nxt = 0
-        for txn in self.history.after(self.applied, z):
+        txns = self.history.after(self.applied, z, limit)
+        for txn in txns:
             result = app.apply(txn)
             out.append(Deliver(txn, result))
             if tracing:
@@ -226,6 +234,13 @@ class Node:
             self.applied = txn.zxid
         if runs:  # traced ahead of the step's replies, as if one record per txn had been
             out[start:start] = [Trace(trace.Delivered(first >> 32, first, tuple(ds))) for first, ds in runs]
+        return limit is None or len(txns) < limit or not self.history.after(self.applied, z, 1)
+
+    def resume_later(self) -> None:
+        """Have the shell step the role again (``on_resumed``) at its next loop turn; one at a time."""
+        if not self._yielded:
+            self._yielded = True
+            self._out.append(Yield())
 
     def new_iteration(self, why: str) -> None:
         """End the current iteration: close its channels, drop what it held, look for a leader."""

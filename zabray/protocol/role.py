@@ -44,6 +44,9 @@ class Role:
     def on_decoded(self, restore: SnapshotRestore) -> None:
         """The shell has decoded a SNAP (only a learner asks for that; an ended one has let it go)."""
 
+    def on_resumed(self) -> None:
+        """The turn ``Node.resume_later`` asked for."""
+
     def forget_request(self, request_id: int) -> None:
         """The request committed and was answered; it is no longer in doubt."""
 

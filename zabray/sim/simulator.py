@@ -35,6 +35,7 @@ from zabray.protocol.actions import (
     Persist,
     Send,
     Trace,
+    Yield,
 )
 from zabray.protocol.events import (
     ChannelClosed,
@@ -42,6 +43,7 @@ from zabray.protocol.events import (
     Notified,
     Persisted,
     Received,
+    Resumed,
     SnapshotDecoded,
     SnapshotEncoded,
     Submit,
@@ -75,6 +77,7 @@ class SimReplica:
         self.told = 0  # highest token reported to the core
         self.encoding: EncodeSnapshot | None = None  # a snapshot image being encoded, in slices
         self.decoding: DecodeSnapshot | None = None  # a SNAP being decoded, in slices
+        self.resume = False  # the core yielded: step it with Resumed
         self.last_event = "start"
         # As a real replica's shell numbers its requests: from the same first id in every
         # incarnation, so a txn an earlier one forwarded may carry an id a later one reuses.
@@ -108,6 +111,9 @@ class Simulation:
         )
         # One part a tick, so that a SNAP in parts spans ticks, as a large tree's does.
         params["snap_tick_bytes"] = params["snap_chunk"]
+        # Learners deliver a backlog a few txns per step in some schedules, as a real one
+        # delivers a long DIFF's (also from the seed).
+        params["deliver_chunk"] = (2, 20, 1 << 30)[seed // 3 % 3]
         params.update(opt.config)
         self.cfg = ProtocolConfig(voters=voters, observers=observers, **params)
         self.replicas = {sid: SimReplica(sid, opt.store_factory) for sid in sorted(self.cfg.members)}
@@ -147,6 +153,7 @@ class Simulation:
         r.node = factory(sid, self.cfg, durable, incarnation=r.incarnation, app=app)
         r.pending.clear()
         r.encoding = r.decoding = None
+        r.resume = False
         r.written = r.synced = r.told = 0
         r.core_rids.clear()
         r.next_core_rid = self.FIRST_CORE_RID
@@ -181,6 +188,7 @@ class Simulation:
         r.dirty = False
         r.pending.clear()
         r.encoding = r.decoding = None
+        r.resume = False
         r.node = None
         self.net.crash(sid)
         self.fault_counts["crash"] += 1
@@ -248,6 +256,8 @@ class Simulation:
             r.encoding = a  # type: ignore[assignment]
         elif t is DecodeSnapshot:
             r.decoding = a  # type: ignore[assignment]
+        elif t is Yield:
+            r.resume = True
         else:
             raise TypeError(f"unknown action {a!r}")
 
@@ -398,6 +408,10 @@ class Simulation:
             r.decoding = None
             self._step_node(sid, SnapshotDecoded(dec.restore), "snapshot decoded")
 
+    def _resume(self, sid: int) -> None:
+        self.replicas[sid].resume = False
+        self._step_node(sid, Resumed(), "resumed")
+
     def _tick(self) -> None:
         self.ticks += 1
         for sid in sorted(self.alive()):
@@ -455,6 +469,8 @@ class Simulation:
                 choices.append(("encode", None, sid))
             if r.decoding is not None:
                 choices.append(("decode", None, sid))
+            if r.resume:
+                choices.append(("resume", None, sid))
         if not choices:
             self._tick()
             return
@@ -469,6 +485,8 @@ class Simulation:
             self._encode(sid, rng.randint(1, 8))
         elif kind == "decode":
             self._decode(sid, rng.randint(1, 8))
+        elif kind == "resume":
+            self._resume(sid)
         else:
             self._tell(sid)
 
@@ -507,6 +525,9 @@ class Simulation:
                         yield
                     if r.decoding is not None and r.node is not None:
                         self._decode(sid, 64)
+                        yield
+                    if r.resume and r.node is not None:
+                        self._resume(sid)
                         yield
                 yield from self._more_micro_steps()
             self._tick()
