@@ -12,9 +12,11 @@ What "the same final history" can and cannot mean between the simulated run and 
 - it does mean: every value the live run committed is one of the simulation's writes (nothing
   invented), every write the live run acknowledged is committed on every replica, the replicas
   agree with each other, and the writes the simulation acknowledged within their phase (the
-  scenario's foreground writes) are all committed live, in the order the simulation committed
-  them (for this seed that is their submission order, which the live run follows one write at a
-  time).
+  scenario's foreground writes) are all committed live, in their submission order, which the
+  live run follows one write at a time, and all committed in the simulation too. The
+  simulation need not have committed them in that order: a write a follower forwarded can
+  commit after one submitted later at the leader (seed 4 did, once the simulator's learners
+  delivered in chunks).
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def test_an_exported_simulation_replays_on_a_real_ensemble(start, tmp_path: Path
     assert result.acked and {d for d in result.acked.values()} <= set(d for h in hist.values() for _, d in h)
 
     # the writes the simulation acknowledged within their phase: all committed live, in the
-    # order the simulation committed them
+    # scenario's order, and all committed in the simulation
     foreground = [s.arg("value") for s in sc.steps if s.kind == "write" and not s.arg("background")]
     sim = RecordingSimulation(SEED, SimOptions(**OPTIONS))  # type: ignore[arg-type]
     sim.run()
@@ -77,4 +79,4 @@ def test_an_exported_simulation_replays_on_a_real_ensemble(start, tmp_path: Path
     live_order = [sim_values[d] for d in dict.fromkeys(d for _, d in max(hist.values(), key=len))
                   if d in want]
     assert set(want) <= set(all_live)
-    assert live_order == sim_order == foreground
+    assert live_order == foreground and sorted(sim_order) == sorted(foreground)
