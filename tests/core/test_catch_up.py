@@ -1,7 +1,7 @@
 """A learner delivers a large backlog a chunk per step (``deliver_chunk``) and yields in
 between (``Yield``, answered by ``Resumed`` at the shell's next loop turn), in order, so it
-answers its leader between chunks. 100,000 ZooKeeper
-creates delivered in one step at UPTODATE held a real learner 3.2 s, and its leader dropped it."""
+answers its leader between chunks. 100,000 ZooKeeper creates delivered in one step at UPTODATE
+held a real learner 3.2 and 5.8 s in two runs, and its leader dropped it."""
 
 from __future__ import annotations
 
