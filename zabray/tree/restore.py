@@ -131,10 +131,6 @@ class TreeRestore:
             raise _bad("the body does not end the snapshot (truncated, or bytes after it)")
         return body_at, check, version
 
-    @property
-    def done(self) -> bool:
-        return self._result is not None
-
     def decode(self, budget: int) -> bool:
         if self._result is not None:
             return True
