@@ -27,83 +27,15 @@ from zabray.errors import (
     NotRunningError,
     RequestTimeoutError,
     StorageError,
-    ZabError,
 )
 from zabray.holds import HoldControl
 from zabray.protocol.zxid import Zxid
-from zabray.rayhead import answers, is_local_head, running_head, unniced_workers, use_local_token
+from zabray.raylink import actor_error, init_ray
 
 if TYPE_CHECKING:
     from storage.diskview import DiskView
 
 log = logging.getLogger(__name__)
-
-
-# Ray's notices while joining or starting a cluster, which are not news to a zabray user: that
-# it enabled token authentication (for a local cluster, or a head that uses it), that other
-# clusters run on the machine too (it joins the one `ray start` recorded, as said below).
-_RAY_NOTICES = ("ray._private.authentication.authentication_token_setup", "ray._private.services")
-
-
-def init_ray(address: str | None = None) -> None:
-    """Join the cluster at ``address``/``RAY_ADDRESS``, else the head ``ray start`` left running
-    on this machine (as ``ray.init()`` finds it, its token included), else start a local one
-    (never joining whatever a stale address file names); idempotent."""
-    import ray
-
-    if ray.is_initialized():
-        return
-    address = address or os.environ.get("RAY_ADDRESS")
-    kwargs: dict[str, Any] = dict(namespace=NAMESPACE, ignore_reinit_error=True, log_to_driver=False,
-                                  logging_level=logging.WARNING)
-    quiet = [logging.getLogger(n) for n in _RAY_NOTICES]
-    levels = [q.level for q in quiet]
-    for q in quiet:
-        q.setLevel(logging.ERROR)
-    try:
-        if address:
-            if not answers(address):  # Ray itself would retry for minutes before saying so
-                raise NotRunningError(f"cannot join the Ray cluster at {address}: nothing listens there "
-                                      "(is the head's port right, and is `ray start --head` running?)")
-            if is_local_head(address):
-                use_local_token()
-            try:
-                ray.init(address=address, **kwargs)
-            except ConnectionError:
-                raise NotRunningError(
-                    f"cannot join the Ray cluster at {address}: no Ray head answers there, or it asks for a "
-                    "token this process lacks (set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN to the head's "
-                    "`ray get-auth-token`)") from None
-        elif running_head() is not None:
-            ray.init(**kwargs)  # Ray's own lookup of that head, which also enables its token
-        else:
-            unniced_workers()
-            ray.init(address="local", **kwargs)
-    finally:
-        for q, level in zip(quiet, levels, strict=True):
-            q.setLevel(level)
-
-
-def _cause(e: BaseException) -> BaseException:
-    """The error an actor raised, without Ray's wrapping: a ``ZabError`` comes back as itself,
-    with its one-line message, however many actors it passed through (injector -> controller)."""
-    import ray
-
-    cause: BaseException = e
-    for _ in range(10):
-        inner = getattr(cause, "cause", None)
-        if not isinstance(cause, ray.exceptions.RayTaskError) or inner is None:
-            break
-        cause = inner
-    if isinstance(cause, ZabError):
-        plain = next(c for c in type(cause).__mro__ if issubclass(c, ZabError)
-                     and not issubclass(c, ray.exceptions.RayTaskError))
-        args = cause.args if not isinstance(cause, ray.exceptions.RayTaskError) else (str(cause).splitlines()[-1],)
-        try:
-            return plain(*args)
-        except Exception:  # a subclass with another signature: keep the object itself
-            return cause
-    return e.as_instanceof_cause() if isinstance(e, ray.exceptions.RayTaskError) else e
 
 
 def preflight(replicas: int, observers: int, name: str, config: str | os.PathLike[str] | dict[str, Any] | None = None,
@@ -263,7 +195,7 @@ class Ensemble(HoldControl):
             info: dict[str, Any] = ray.get(controller.start.remote(), timeout=120)
         except ray.exceptions.RayTaskError as e:
             ray.kill(controller)
-            raise _cause(e) from None
+            raise actor_error(e) from None
         except Exception:
             ray.kill(controller)
             raise
@@ -309,7 +241,7 @@ class Ensemble(HoldControl):
         except ray.exceptions.GetTimeoutError:
             raise RequestTimeoutError(f"{method} on ensemble {self.name!r} took over {timeout} s") from None
         except ray.exceptions.RayTaskError as e:
-            raise _cause(e) from None
+            raise actor_error(e) from None
 
     def status(self) -> list[ReplicaStatus]:
         """Per replica: sid, role/state, epoch, last zxid, last delivered zxid, node, pid, alive."""
@@ -632,7 +564,7 @@ class Ensemble(HoldControl):
                     view: DiskView = ray.get(task.remote(path), timeout=120)
                     return view
                 except ray.exceptions.RayTaskError as e:
-                    raise _cause(e) from None
+                    raise actor_error(e) from None
                 except ray.exceptions.GetTimeoutError:
                     raise RequestTimeoutError(f"reading replica {sid}'s disk took over 120 s") from None
             except StorageError:  # a CorruptionError too: a running replica may have moved files

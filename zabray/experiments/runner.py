@@ -26,11 +26,12 @@ import yaml
 
 from zabray import trace
 from zabray.actor_names import NAMESPACE
-from zabray.ensemble import Ensemble, init_ray
+from zabray.ensemble import Ensemble
 from zabray.errors import ConfigError, ZabError
 from zabray.experiments import metrics
 from zabray.experiments.machine import describe_machine
 from zabray.experiments.spec import Experiment, FaultStep, Point
+from zabray.raylink import init_ray
 
 log = logging.getLogger(__name__)
 
