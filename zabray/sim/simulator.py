@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from storage.base import apply_one
 from storage.memory import MemoryStore
@@ -61,28 +60,7 @@ from zabray.sim.network import CLOSE, Network
 from zabray.sim.options import FAULTS as FAULTS
 from zabray.sim.options import SimOptions as SimOptions
 from zabray.sim.options import SimResult as SimResult
-
-
-class SimReplica:
-    def __init__(self, sid: int, factory: Callable[[int], Any] | None = None) -> None:
-        self.sid = sid
-        self.factory = factory
-        self.store: Any = factory(sid) if factory else MemoryStore()
-        self.dirty = False  # appended or truncated since the last fsync
-        self.node: Node | None = None
-        self.incarnation = -1
-        self.pending: deque[Persist] = deque()  # emitted, not yet written
-        self.written = 0  # highest token written to the store
-        self.synced = 0  # highest token durable
-        self.told = 0  # highest token reported to the core
-        self.encoding: EncodeSnapshot | None = None  # a snapshot image being encoded, in slices
-        self.decoding: DecodeSnapshot | None = None  # a SNAP being decoded, in slices
-        self.resume = False  # the core yielded: step it with Resumed
-        self.last_event = "start"
-        # As a real replica's shell numbers its requests: from the same first id in every
-        # incarnation, so a txn an earlier one forwarded may carry an id a later one reuses.
-        self.core_rids: dict[int, int] = {}  # the core's request id -> the simulation's
-        self.next_core_rid = 0
+from zabray.sim.replica import LOCAL_WORK, SimReplica
 
 
 class Simulation:
@@ -456,39 +434,34 @@ class Simulation:
             if alive:
                 self._submit(rng.choice(sorted(alive)))
             return
-        choices: list[tuple[str, object, int]] = self.net.deliverable(alive)
-        for sid in sorted(alive):
-            r = self.replicas[sid]
-            if r.pending:
-                choices.append(("write", None, sid))
-            if r.written > r.synced:
-                choices.append(("fsync", None, sid))
-            if r.synced > r.told:
-                choices.append(("tell", None, sid))
-            if r.encoding is not None:
-                choices.append(("encode", None, sid))
-            if r.decoding is not None:
-                choices.append(("decode", None, sid))
-            if r.resume:
-                choices.append(("resume", None, sid))
+        choices = self.net.deliverable(alive) + self._local_choices(alive)
         if not choices:
             self._tick()
             return
         kind, key, sid = choices[rng.randrange(len(choices))]
         if kind in ("chan", "link"):
             self._deliver(kind, key, sid)
-        elif kind == "write":
-            self._write(sid)
-        elif kind == "fsync":
-            self._fsync(sid)
-        elif kind == "encode":
-            self._encode(sid, rng.randint(1, 8))
-        elif kind == "decode":
-            self._decode(sid, rng.randint(1, 8))
-        elif kind == "resume":
-            self._resume(sid)
         else:
-            self._tell(sid)
+            self._work(kind, sid)
+
+    def _local_choices(self, alive: set[int]) -> list[tuple[str, object, int]]:
+        return [(kind, None, sid) for sid in sorted(alive) for kind in LOCAL_WORK if self.replicas[sid].ready(kind)]
+
+    def _work(self, kind: str, sid: int, rows: int | None = None) -> None:
+        """Do ``sid``'s work of ``kind``; ``rows``: a snapshot slice's size, else drawn (1-8)."""
+        match kind:
+            case "write":
+                self._write(sid)
+            case "fsync":
+                self._fsync(sid)
+            case "tell":
+                self._tell(sid)
+            case "encode":
+                self._encode(sid, rows or self.rng.randint(1, 8))
+            case "decode":
+                self._decode(sid, rows or self.rng.randint(1, 8))
+            case _:
+                self._resume(sid)
 
     def run(self) -> SimResult:
         for _ in range(self.opt.steps):
@@ -514,21 +487,10 @@ class Simulation:
                     while r.pending and r.node is not None:
                         self._write(sid)
                         yield
-                    if r.written > r.synced and r.node is not None:
-                        self._fsync(sid)
-                        yield
-                    if r.synced > r.told and r.node is not None:
-                        self._tell(sid)
-                        yield
-                    if r.encoding is not None and r.node is not None:
-                        self._encode(sid, 64)
-                        yield
-                    if r.decoding is not None and r.node is not None:
-                        self._decode(sid, 64)
-                        yield
-                    if r.resume and r.node is not None:
-                        self._resume(sid)
-                        yield
+                    for kind in LOCAL_WORK[1:]:
+                        if r.node is not None and r.ready(kind):
+                            self._work(kind, sid, 64)
+                            yield
                 yield from self._more_micro_steps()
             self._tick()
             yield

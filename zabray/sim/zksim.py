@@ -392,16 +392,7 @@ class ZkSimulation(Simulation):
             self._client_call()
             return
         alive = self.alive()
-        choices: list[tuple[str, object, int]] = self.net.deliverable(alive)
-        for sid in sorted(alive):
-            r = self.replicas[sid]
-            if r.pending:
-                choices.append(("write", None, sid))
-            if r.written > r.synced:
-                choices.append(("fsync", None, sid))
-            if r.synced > r.told:
-                choices.append(("tell", None, sid))
-        choices += self._link_choices()
+        choices = self.net.deliverable(alive) + self._local_choices(alive) + self._link_choices()
         if not choices:
             self._tick()
             return
@@ -411,16 +402,12 @@ class ZkSimulation(Simulation):
     def _do(self, kind: str, key: object, sid: int) -> None:
         if kind in ("chan", "link"):
             self._deliver(kind, key, sid)
-        elif kind == "write":
-            self._write(sid)
-        elif kind == "fsync":
-            self._fsync(sid)
-        elif kind == "tell":
-            self._tell(sid)
         elif kind == "up":
             self._deliver_up(key)  # type: ignore[arg-type]
-        else:
+        elif kind == "down":
             self._deliver_down(key)  # type: ignore[arg-type]
+        else:
+            self._work(kind, sid)
 
     def _more_micro_steps(self) -> Iterator[None]:
         # Every pass, even one in which the replicas had nothing to do: an idle ensemble (one
