@@ -55,5 +55,7 @@ class SimReplica:
                 return self.encoding is not None
             case "decode":
                 return self.decoding is not None
-            case _:
+            case "resume":
                 return self.resume
+            case _:
+                raise ValueError(f"no such work: {kind!r}")

@@ -460,8 +460,10 @@ class Simulation:
                 self._encode(sid, rows or self.rng.randint(1, 8))
             case "decode":
                 self._decode(sid, rows or self.rng.randint(1, 8))
-            case _:
+            case "resume":
                 self._resume(sid)
+            case _:
+                raise ValueError(f"no such work: {kind!r}")
 
     def run(self) -> SimResult:
         for _ in range(self.opt.steps):
