@@ -489,7 +489,7 @@ class Simulation:
                     while r.pending and r.node is not None:
                         self._write(sid)
                         yield
-                    for kind in LOCAL_WORK[1:]:
+                    for kind in LOCAL_WORK[1:]:  # after "write", drained above: one of each
                         if r.node is not None and r.ready(kind):
                             self._work(kind, sid, 64)
                             yield
