@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.sim.test_planted_bugs import AcksBeforeDurable
-from zabray.cli import main
+from zabray.cli.main import main
 from zabray.sim import cli as sim_cli
 
 
