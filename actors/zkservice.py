@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 from actors import gc_policy
 from actors.services import ServiceConn
 from zabray.config import EnsembleConfig
-from zabray.protocol.actions import Action, Committed, Deliver, Failed, SessionsTouched
+from zabray.protocol.actions import Committed, Deliver, Failed, Outcome, SessionsTouched
 from zabray.protocol.events import Event, Submit, TouchSessions
 from zabray.tree import DataTree
 from zabray.wire import bespoke
@@ -92,21 +92,23 @@ class ZooKeeperService:
         """A request from a ZooKeeper-protocol connection (``actors.zkport``)."""
         return self._carry_out(self.svc.step(zm.ClientRequest(self._id(conn), rid, op)))
 
-    def core(self, actions: list[Action], serving: bool, leading: bool) -> list[Event]:
+    def core(self, actions: list[Outcome], serving: bool, leading: bool) -> list[Event]:
         step = self.svc.step
         out: list[zm.ServiceAction] = []
         for a in actions:
-            t = type(a)
-            if t is Deliver:
-                out += step(zm.TxnDelivered(a.result))  # type: ignore[attr-defined]
-            elif t is Committed:
-                self.stats["committed"] += 1
-                out += step(zm.TxnCommitted(a.request_id, int(a.zxid), a.result))  # type: ignore[attr-defined]
-            elif t is Failed:
-                self.stats["failed"] += 1
-                out += step(zm.TxnFailed(a.request_id, a.reason, a.uncertain))  # type: ignore[attr-defined]
-            elif t is SessionsTouched:
-                out += step(zm.SessionsAlive(a.sessions))  # type: ignore[attr-defined]
+            match a:
+                case Deliver():
+                    out += step(zm.TxnDelivered(a.result))
+                case Committed():
+                    self.stats["committed"] += 1
+                    out += step(zm.TxnCommitted(a.request_id, int(a.zxid), a.result))
+                case Failed():
+                    self.stats["failed"] += 1
+                    out += step(zm.TxnFailed(a.request_id, a.reason, a.uncertain))
+                case SessionsTouched():
+                    out += step(zm.SessionsAlive(a.sessions))
+                case _:
+                    assert_never(a)
         out += step(zm.StepEnd())
         # Right after the step, not at the next tick: a replica that just left broadcast must
         # drop its sessions before it reads another request of theirs.
@@ -132,6 +134,10 @@ class ZooKeeperService:
 
     def status(self) -> dict[str, Any] | None:
         return self.svc.status()
+
+    def frame(self, action: zm.ServiceAction) -> cp.ZkRep | cp.ZkEvent:
+        assert isinstance(action, (zm.Reply, zm.WatchFired, zm.SessionEnded))
+        return bespoke.frame(action)
 
 
 def _now_ms() -> int:

@@ -76,7 +76,7 @@ class Node:
 
         try:
             await asyncio.wait_for(loop(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise AssertionError(f"sid {self.sid}: timed out waiting for {what or pred}") from None
 
     def received(self, ch: ChannelId) -> list[Any]:
@@ -175,7 +175,7 @@ async def poll(pred: Callable[[], bool], what: str) -> None:
 
     try:
         await asyncio.wait_for(loop(), WAIT)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise AssertionError(f"timed out waiting for {what}") from None
 
 
