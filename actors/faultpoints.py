@@ -12,7 +12,6 @@ would), or cuts the current channels to them.
 from __future__ import annotations
 
 import math
-import os
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -82,9 +81,6 @@ class ReplicaFaults:
         """True while a hold or a shaped link exists, or every message is traced: the one test
         on the shell's hot send path."""
         self.trace_messages = False
-        # A planted bug for tests only (tests/histories/test_planted_sync.py): a follower
-        # forgets the PROPOSALs it receives between NEWLEADER and UPTODATE.
-        self.plant_sync_drop = os.environ.get("ZABRAY_PLANT_SYNC_PROPOSALS") == "drop"
         if crash_points:
             self.arm_all(crash_points)
         for hid, p in holds:
@@ -93,7 +89,7 @@ class ReplicaFaults:
 
     def regate(self) -> None:
         """Recompute ``gated`` after holds or link shaping changed."""
-        self.gated = bool(self.holds.active or self.links.delay or self.trace_messages or self.plant_sync_drop)
+        self.gated = bool(self.holds.active or self.links.delay or self.trace_messages)
 
     def arm(self, point: str, nth: int = 1) -> None:
         """Arm ``point`` alone (whatever was armed before is disarmed)."""

@@ -236,19 +236,20 @@ class Simulation:
         st = r.store
         if not isinstance(st, MemoryStore):
             return  # the durability rule is checked against the in-memory store's durable part
-        t = type(msg)
-        if t is Ack or t is AckNewLeader:
-            z = msg.zxid  # type: ignore[attr-defined]
-            durable_last = st.log[-1].zxid if st.log else st.snapshot_zxid
-            if durable_last < z or not (st.snapshot_zxid >= z or any(x.zxid == z for x in st.log[-64:]) or
-                                        any(x.zxid == z for x in st.log)):
-                self.checker.acked_unsafely(sid, f"{msg.NAME} {fmt(z)} with durable log at {fmt(durable_last)}")
-            if t is AckNewLeader and st.current_epoch != msg.epoch:  # type: ignore[attr-defined]
-                self.checker.acked_unsafely(sid, f"ACK of NEWLEADER {msg.epoch} with currentEpoch {st.current_epoch}")  # type: ignore[attr-defined]
-        elif t is AckEpoch:
-            node = r.node
-            if node is not None and st.accepted_epoch != node.accepted_epoch:
-                self.checker.acked_unsafely(sid, f"ACKEPOCH with acceptedEpoch {st.accepted_epoch} on disk")
+        match msg:
+            case Ack() | AckNewLeader():
+                z = msg.zxid
+                durable_last = st.log[-1].zxid if st.log else st.snapshot_zxid
+                if durable_last < z or not (st.snapshot_zxid >= z or any(x.zxid == z for x in st.log[-64:]) or
+                                            any(x.zxid == z for x in st.log)):
+                    self.checker.acked_unsafely(sid, f"{msg.NAME} {fmt(z)} with durable log at {fmt(durable_last)}")
+                if isinstance(msg, AckNewLeader) and st.current_epoch != msg.epoch:
+                    self.checker.acked_unsafely(sid, f"ACK of NEWLEADER {msg.epoch} with currentEpoch "
+                                                     f"{st.current_epoch}")
+            case AckEpoch():
+                node = r.node
+                if node is not None and st.accepted_epoch != node.accepted_epoch:
+                    self.checker.acked_unsafely(sid, f"ACKEPOCH with acceptedEpoch {st.accepted_epoch} on disk")
 
     def _now(self) -> float:
         return self.ticks + self.step_no * 1e-6

@@ -190,21 +190,23 @@ class ZkSimulation(Simulation):
 
     def _service_actions(self, sid: int, actions: list[zm.ServiceAction]) -> None:
         for a in actions:
-            t = type(a)
-            if t is zm.SubmitTxn:
-                self._coreq.append((sid, Submit(a.rid, a.request), "client request"))  # type: ignore[attr-defined]
-            elif t is zm.ReportTouches:
-                self._coreq.append((sid, TouchSessions(a.sessions), "touches"))  # type: ignore[attr-defined]
-            elif t is zm.CloseConn:
-                link = self.links.get(a.conn)  # type: ignore[attr-defined]
-                if link is not None and link.server_open:
-                    link.server_open = False
-                    link.up.clear()
-                    link.down.append(CLOSED)
-            else:
-                link = self.links.get(a.conn)  # type: ignore[attr-defined]
-                if link is not None and link.server_open and link.client_open:
-                    link.down.append(a)
+            match a:
+                case zm.SubmitTxn():
+                    self._coreq.append((sid, Submit(a.rid, a.request), "client request"))
+                case zm.ReportTouches():
+                    self._coreq.append((sid, TouchSessions(a.sessions), "touches"))
+                case zm.CloseConn():
+                    link = self.links.get(a.conn)
+                    if link is not None and link.server_open:
+                        link.server_open = False
+                        link.up.clear()
+                        link.down.append(CLOSED)
+                case zm.Reply() | zm.WatchFired() | zm.SessionEnded():
+                    link = self.links.get(a.conn)
+                    if link is not None and link.server_open and link.client_open:
+                        link.down.append(a)
+                case _:
+                    raise TypeError(f"unknown service action {a!r:.60}")
         self._run_core()
 
     def _tick(self) -> None:
