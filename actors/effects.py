@@ -28,6 +28,7 @@ from zabray.protocol.actions import (
     Open,
     Outcome,
     PersistAction,
+    Removed,
     Send,
     SessionsTouched,
     Trace,
@@ -53,6 +54,7 @@ class ReplicaShell(Protocol):
     def delivered(self) -> None: ...
     def encode_slice(self, enc: EncodeSnapshot) -> None: ...
     def decode_slice(self, dec: DecodeSnapshot) -> None: ...
+    def left(self, version: int) -> None: ...
 
 
 class ReplicaEffects:
@@ -110,3 +112,6 @@ class ReplicaEffects:
 
     def resume(self, a: Yield) -> None:
         self.shell.loop.call_soon(self.shell.step, Resumed())
+
+    def removed(self, a: Removed) -> None:
+        self.shell.loop.call_soon(self.shell.left, a.version)

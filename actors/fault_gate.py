@@ -29,6 +29,7 @@ from zabray.protocol.actions import (
     Notify,
     Open,
     PersistAction,
+    Removed,
     Send,
     SessionsTouched,
     Trace,
@@ -193,6 +194,10 @@ class FaultGate:
     def resume(self, a: Yield) -> None:
         assert self.inner is not None
         self.inner.resume(a)
+
+    def removed(self, a: Removed) -> None:
+        assert self.inner is not None
+        self.inner.removed(a)
 
     # -- message rows ------------------------------------------------------------------------------
 

@@ -141,6 +141,7 @@ class ReplicaServer:
         self.faults = ReplicaFaults(crash_points, sid, holds)
         self.gate = FaultGate(self, self.faults)
         self.dying = False  # a crash point fired after a send: the process dies at the next turn
+        self.departed: int | None = None  # the configuration that removed this replica
         self.stopped = False  # stop() began: no group commit starts or releases anything
         self.zk: ZooKeeperService | None = None
         if config.service == "zookeeper":
@@ -455,6 +456,15 @@ class ReplicaServer:
             self.step(SnapshotDecoded(dec.restore))
         else:
             self.loop.call_soon(self.decode_slice, dec)
+
+    def left(self, version: int) -> None:
+        """The configuration ``version`` (durable here) removed this replica: it serves no client
+        any more; its core goes on only telling looking peers that configuration, until the
+        controller stops it (``Departed``)."""
+        if self.departed is None:
+            self.departed = version
+            log.warning("replica %d left the ensemble: configuration %x does not include it", self.sid, version)
+            self._close_clients()
 
     def _snapshot_interval(self) -> int:
         # Spread between half and all of snapshot_every so replicas do not snapshot together.

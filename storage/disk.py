@@ -5,6 +5,7 @@ Directory layout::
     LOCK                          flock'ed while a DiskStore has the directory open
     REJOINING                     written into an emptied directory by ``mark_rejoining``
     acceptedEpoch, currentEpoch   storage.epochs
+    config                        storage.configfile (once a reconfiguration is in force)
     snap.<gen>.<zxid>             storage.snapshots
     log.<gen>.<seq>               storage.txnlog
     spare.<n>.tmp                 files kept for later log segments (storage.txnlog), reused at open
@@ -30,11 +31,12 @@ import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from storage import epochs, fsutil, recovery, snapshots, txnlog
+from storage import configfile, epochs, fsutil, recovery, snapshots, txnlog
 from storage.snapshots import SnapshotFile
 from storage.txnlog import TxnLog
 from zabray.errors import ConfigError, StorageError
 from zabray.protocol.durable import DurableState
+from zabray.protocol.membership import Membership
 from zabray.protocol.messages import Txn
 from zabray.protocol.statemachine import Encoded
 from zabray.protocol.zxid import Zxid, fmt
@@ -273,6 +275,14 @@ class DiskStore:
             if self._log.dirty:
                 self._log.sync()
             epochs.write(self.path, epochs.CURRENT_EPOCH, epochs.EpochRecord(epoch, -1))
+
+    def write_config(self, config: Membership, left: bool) -> None:
+        """Atomically and durably record the configuration in force (after any buffered log
+        changes: the txn that carries it is durable first)."""
+        with self._io("write_config"):
+            if self._log.dirty:
+                self._log.sync()
+            configfile.write(self.path, config, left)
 
     def install_snapshot(self, zxid: Zxid, state: bytes) -> None:
         """Atomically replace the whole history with ``state`` at ``zxid`` (a SNAP from the leader).

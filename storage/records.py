@@ -7,6 +7,11 @@ A segment's data is a run of frames from offset 32 (``storage.segments``)::
                   value length u32 | zxid u64 | origin i64 | request_id i64 | value
     cut     magic "ZBC4" u32 | keep u32 | zxid u64 | crc32c u32
 
+A reconfiguration txn's record has bit 31 of its value length set (``CONFIG_FLAG``; no value is
+that long: a group holds at most ``MAX_GROUP_BODY``); what the length covers is then
+``config length u32 | the configuration's member lines (UTF-8) | value``. Logs written before
+reconfiguration existed never set it, so they read as they did.
+
 A group is what one ``sync`` wrote. Its crc32c covers its first 12 header bytes and its body,
 starting from the segment's random ``seed``, so a whole group commit costs one checksum call
 instead of two per record (with 1 KiB values, the per-record calls took more CPU than the disk
@@ -49,6 +54,8 @@ CUT_SIZE = CUT_BODY.size + U32.size  # 20
 ZERO_FRAME = bytes(GROUP_HEADER_SIZE)
 MAX_GROUP_BODY = 1 << 30
 """A sync with more pending bytes than this writes several groups (a body length is a u32)."""
+CONFIG_FLAG = 1 << 31
+"""Set in a record's value length: a reconfiguration txn (see the module doc)."""
 
 
 def encode_txns(txns: Sequence[Txn], after: int, parts: list[bytes], zxids: list[int]) -> int:
@@ -77,9 +84,13 @@ def encode_txns(txns: Sequence[Txn], after: int, parts: list[bytes], zxids: list
                 if not isinstance(v, (bytes, bytearray, memoryview)):
                     raise ConfigError(f"append: txn {fmt(z)} value must be bytes, got {type(v).__name__}")
                 v = bytes(v)
+            cfg = t.config
+            if cfg is not None:  # (rare: kept off the common path)
+                text = cfg.body().encode()
+                v = U32.pack(len(text)) + text + v
             n = len(v)
             try:
-                add(pack(n, z, t.origin, t.request_id))
+                add(pack(n | CONFIG_FLAG if cfg is not None else n, z, t.origin, t.request_id))
             except struct.error as e:
                 raise ConfigError(f"append: txn {fmt(z)} does not fit a log record: {e}") from e
             add(v)
@@ -132,7 +143,8 @@ def cut_frame(keep: int, zxid: int, seed: int) -> bytes:
 
 
 class Record(NamedTuple):
-    """A record found in a group: where it starts, its fields, and where its value lies."""
+    """A record found in a group: where it starts, its fields, and where its value lies
+    (``config``: a reconfiguration txn's member lines, else None)."""
 
     offset: int
     zxid: int
@@ -140,6 +152,7 @@ class Record(NamedTuple):
     request_id: int
     start: int
     end: int
+    config: str | None = None
 
 
 class Group(NamedTuple):
@@ -172,13 +185,30 @@ def read_group(data: bytes, off: int, seed: int) -> Group | None:
             raise ValueError(f"group at offset {off}: record header at offset {pos} runs past the group")
         length, z, origin, rid = unpack(data, pos)
         start = pos + REC_HEADER_SIZE
+        flagged = length & CONFIG_FLAG
+        length &= ~CONFIG_FLAG
         if start + length > end:
             raise ValueError(f"group at offset {off}: record at offset {pos} runs past the group")
-        records.append(Record(pos, z, origin, rid, start, start + length))
+        config, skip = _config_of(data, start, length, pos) if flagged else (None, 0)
+        records.append(Record(pos, z, origin, rid, start + skip, start + length, config))
         pos = start + length
     if len(records) != count or count == 0:
         raise ValueError(f"group at offset {off} holds {len(records)} records, its header says {count}")
     return Group(end, records)
+
+
+def _config_of(data: bytes, start: int, length: int, pos: int) -> tuple[str, int]:
+    """A reconfiguration record's member lines and how many bytes of its value they take."""
+    if length < U32.size or start + length > len(data):
+        raise ValueError(f"reconfiguration record at offset {pos} is too short for its configuration")
+    (n,) = U32.unpack_from(data, start)
+    if U32.size + n > length:
+        raise ValueError(f"reconfiguration record at offset {pos}: its configuration runs past the record")
+    try:
+        text = bytes(data[start + U32.size : start + U32.size + n]).decode()
+    except UnicodeDecodeError:
+        raise ValueError(f"reconfiguration record at offset {pos}: its configuration is not UTF-8") from None
+    return text, U32.size + n
 
 
 def read_cut(data: bytes, off: int, seed: int) -> tuple[int, int] | None:

@@ -24,7 +24,7 @@ import logging
 import os
 from dataclasses import dataclass
 
-from storage import epochs, snapshots
+from storage import configfile, epochs, snapshots
 from storage.segments import (
     SegmentInfo,
     SegmentScan,
@@ -76,6 +76,7 @@ def analyze(dirpath: str) -> Recovered:
     """Work out the durable state of ``dirpath``; ``CorruptionError`` when it cannot be trusted."""
     accepted = epochs.read(dirpath, epochs.ACCEPTED_EPOCH)
     current = epochs.read(dirpath, epochs.CURRENT_EPOCH)
+    config, left = configfile.read(dirpath)
     all_snaps, all_segs, gen = _list(dirpath)
     stale = tuple(
         sorted([s.name for s in all_snaps if s.generation < gen] + [n for g, _, n in all_segs if g < gen])
@@ -164,7 +165,8 @@ def analyze(dirpath: str) -> Recovered:
             ", ".join(s.name for s, _ in damaged),
         )
     rejoining = current.epoch == 0 and os.path.exists(os.path.join(dirpath, REJOINING_FILE))
-    durable = DurableState(accepted.epoch, accepted.leader, current.epoch, snap_zxid, state, tuple(txns), rejoining)
+    durable = DurableState(accepted.epoch, accepted.leader, current.epoch, snap_zxid, state, tuple(txns), rejoining,
+                           config, left)
     bad = {s.name for s, _ in damaged}
     return Recovered(
         durable,

@@ -36,12 +36,14 @@ from storage.records import (
     GROUP_MAGIC,
     U32,
     ZERO_FRAME,
+    Record,
     any_valid_frame_after,
     read_cut,
     read_group,
 )
 from storage.records_v3 import REC_HEAD, REC_HEADER_SIZE, REC_MAGIC, ZERO_HEADER, any_valid_record_after
-from zabray.errors import CorruptionError
+from zabray.errors import CodecError, CorruptionError
+from zabray.protocol.membership import Membership
 from zabray.protocol.messages import Txn
 from zabray.protocol.zxid import Zxid, fmt
 
@@ -206,7 +208,10 @@ def scan_segment(info: SegmentInfo, data: bytes, *, keep_after: int, may_be_torn
                 zxids.append(r.zxid)
                 offsets.append(r.offset)
                 if r.zxid > keep_after:
-                    txns.append(Txn(Zxid(r.zxid), data[r.start : r.end], r.origin, r.request_id))
+                    if r.config is None:
+                        txns.append(Txn(Zxid(r.zxid), data[r.start : r.end], r.origin, r.request_id))
+                    else:
+                        txns.append(_config_txn(name, r, data))
                 last = r.zxid
             group_size = len(group.records)
             off = group.end
@@ -270,6 +275,16 @@ def scan_segment(info: SegmentInfo, data: bytes, *, keep_after: int, may_be_torn
     elif info.preallocated and data[off : off + 4] != CUT_MAGIC_BYTES[: n - off]:
         raise CorruptionError(f"{name}: frame header at offset {off} cut off by the end of the preallocated file")
     return SegmentScan(info, txns, zxids, offsets, off, n, off, *cps)
+
+
+def _config_txn(name: str, r: Record, data: bytes) -> Txn:
+    """A reconfiguration record as its txn; a configuration that does not parse is corruption."""
+    assert r.config is not None
+    try:
+        config = Membership.parse(r.config, r.zxid)
+    except CodecError as e:
+        raise CorruptionError(f"{name}: reconfiguration record at offset {r.offset}: {e}") from None
+    return Txn(Zxid(r.zxid), data[r.start : r.end], r.origin, r.request_id, config)
 
 
 def _scan_records(info: SegmentInfo, data: bytes, *, keep_after: int, may_be_torn: bool) -> SegmentScan:

@@ -71,3 +71,30 @@ class AuthenticationError(ZabError):
 class ScenarioError(ZabError):
     """A scenario step failed: a wait timed out, an expectation did not hold, or a fault or
     write it asked for failed. The message names the step."""
+
+
+class NotMemberError(ZabError):
+    """A replica is not a member of the ensemble's configuration: it was removed by a
+    reconfiguration (it left), or it was started outside it without being added."""
+
+
+class ReconfigError(ZabError):
+    """The ensemble refused a reconfiguration; ``code`` is ZooKeeper's error name for why:
+    RECONFIG_DISABLED, RECONFIG_IN_PROGRESS, BAD_VERSION, BAD_ARGUMENTS, NEW_CONFIG_NO_QUORUM
+    (or NO_AUTH from a service that checks who asks). Nothing changed."""
+
+    CODES = ("RECONFIG_DISABLED", "RECONFIG_IN_PROGRESS", "BAD_VERSION", "BAD_ARGUMENTS",
+             "NEW_CONFIG_NO_QUORUM", "NO_AUTH")
+
+    def __init__(self, code: str, message: str) -> None:
+        if code not in self.CODES:
+            raise ValueError(f"not a reconfig error code: {code!r}")
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+    @staticmethod
+    def from_reason(reason: str) -> ReconfigError:
+        """The error a ``str(ReconfigError)`` came from (a refusal carried as text)."""
+        code, _, message = reason.partition(": ")
+        return ReconfigError(code, message) if code in ReconfigError.CODES else ReconfigError("BAD_ARGUMENTS", reason)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from zabray.errors import CodecError
 from zabray.protocol import codec
 from zabray.protocol import messages as m
+from zabray.protocol.membership import Membership
 from zabray.protocol.zxid import Zxid
 
 u32 = st.integers(0, 2**32 - 1)
@@ -30,10 +31,25 @@ def test_zxid_rejects_out_of_range_parts(epoch: int, counter: int) -> None:
         Zxid.of(epoch, counter)
 
 
-txns = st.builds(m.Txn, st.builds(Zxid, u63), st.binary(max_size=64), st.integers(-1, 100), u32)
+plain_txns = st.builds(m.Txn, st.builds(Zxid, u63), st.binary(max_size=64), st.integers(-1, 100), u32)
+
+
+@st.composite
+def config_txns(draw: st.DrawFn) -> m.Txn:
+    """A reconfiguration txn: its configuration travels with it (its version is the zxid)."""
+    z = Zxid(draw(u63))
+    sids = draw(st.lists(st.integers(1, 50), min_size=1, max_size=6, unique=True))
+    observers = draw(st.sets(st.sampled_from(sids)))
+    addresses = {s: f"h{s}:{2000 + s}:{3000 + s};h{s}:{4000 + s}" for s in sids if draw(st.booleans())}
+    config = Membership.of([s for s in sids if s not in observers], observers, z, addresses)
+    return m.Txn(z, draw(st.binary(max_size=16)), draw(st.integers(-1, 100)), draw(u32), config)
+
+
+txns = st.one_of(plain_txns, config_txns())
 
 MESSAGES = st.one_of(
     st.builds(m.Notification, u32, st.integers(0, 3), u32, u63, u32, u32),
+    st.builds(m.Notification, u32, st.integers(0, 3), u32, u63, u32, u32, u63, st.text(max_size=40)),
     st.builds(m.FollowerInfo, u32, u32, u63),
     st.builds(m.ObserverInfo, u32, u32, u63),
     st.builds(m.LeaderInfo, u32),
@@ -41,6 +57,7 @@ MESSAGES = st.one_of(
     st.builds(m.Diff, st.lists(txns, max_size=5).map(tuple)),
     st.builds(m.Trunc, u63),
     st.builds(m.Snap, u63, st.binary(max_size=64)),
+    st.builds(m.Snap, u63, st.binary(max_size=64), st.booleans(), st.text(max_size=40)),
     st.builds(m.NewLeader, u32, u63),
     st.builds(m.AckNewLeader, u32, u63),
     st.builds(m.UpToDate, u63),
@@ -54,6 +71,10 @@ MESSAGES = st.one_of(
     st.builds(m.Requests, st.integers(-1, 100),
               st.lists(st.tuples(u32, st.binary(max_size=64)), max_size=5).map(tuple)),
     st.builds(m.Touch, st.lists(u63, max_size=5).map(tuple)),
+    st.builds(m.ReconfigRequest, st.integers(-1, 100), u32, st.binary(max_size=64)),
+    st.builds(m.CommitAndActivate, u63, u32),
+    st.builds(m.InformAndActivate, st.lists(txns, max_size=5).map(tuple), u32),
+    st.builds(m.Refused, u32, st.text(max_size=40)),
 )
 
 
@@ -65,7 +86,7 @@ def test_every_packet_round_trips(msg: m.Message) -> None:
 
 def test_every_packet_type_is_covered_by_the_round_trip_strategy() -> None:
     tags = {cls.TAG for cls in m.ALL_MESSAGES}
-    assert len(tags) == len(m.ALL_MESSAGES) == 20
+    assert len(tags) == len(m.ALL_MESSAGES) == 24
 
 
 def test_a_requests_frame_with_a_malformed_pair_raises_codec_error() -> None:

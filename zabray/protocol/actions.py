@@ -13,6 +13,7 @@ from typing import TypeAlias
 
 from zabray.fastinit import fast_inits
 from zabray.protocol.events import ChannelId
+from zabray.protocol.membership import Membership
 from zabray.protocol.messages import Message, Notification, Txn
 from zabray.protocol.statemachine import Encoded, SnapshotImage, SnapshotRestore
 from zabray.protocol.zxid import Zxid
@@ -93,6 +94,18 @@ class WriteCurrentEpoch(Persist):
 
 
 @dataclass(frozen=True, slots=True)
+class WriteConfig(Persist):
+    """The configuration now in force (``config``; a new version only ever replaces an older
+    one), and whether this replica has ``left`` the ensemble (it is not a member of it after
+    having been one): replaced atomically, like the epochs. A replica counts votes and acks
+    under a configuration only once this write (or the txn that carries it) is durable."""
+
+    token: int
+    config: Membership
+    left: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class InstallSnapshot(Persist):
     """SNAP from the leader: the state as of ``zxid`` replaces the whole log and any snapshot."""
 
@@ -170,6 +183,15 @@ class SessionsTouched(ActionBase):
 
 
 @dataclass(frozen=True, slots=True)
+class Removed(ActionBase):
+    """This replica is not a member of the configuration ``version`` (durable by now): it has
+    left the ensemble and serves nothing more; the shell stops it. A later start finds the
+    configuration it left and stays out (``Node`` refuses to run it unless it joins again)."""
+
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
 class Yield(ActionBase):
     """The core has more to do (a learner's backlog to deliver) and lets other work in first:
     step it with ``Resumed`` at the next loop turn, once the sockets have been polled."""
@@ -182,15 +204,15 @@ class Trace(ActionBase):
     record: object
 
 
-PersistAction: TypeAlias = (AppendTxns | TruncateLog | WriteAcceptedEpoch | WriteCurrentEpoch | InstallSnapshot
-                            | PersistSnapshot)
+PersistAction: TypeAlias = (AppendTxns | TruncateLog | WriteAcceptedEpoch | WriteCurrentEpoch | WriteConfig
+                            | InstallSnapshot | PersistSnapshot)
 """The persist actions: each carries a token, and the shell makes them durable in token order."""
 
 Outcome: TypeAlias = Deliver | Committed | Failed | SessionsTouched
 """What the hosted service (the clients' side of a replica) hears of a step."""
 
 Action: TypeAlias = (Send | Trace | PersistAction | Deliver | Committed | Failed | SessionsTouched | Notify | Open
-                     | Close | EncodeSnapshot | DecodeSnapshot | Yield)
+                     | Close | EncodeSnapshot | DecodeSnapshot | Yield | Removed)
 """Every action the core emits, a closed union: ``zabray.protocol.executor.execute`` matches it
 exhaustively, so an action added here without a case there fails the type check."""
 

@@ -14,6 +14,7 @@ from typing import Any
 import msgpack
 
 from zabray.errors import CodecError
+from zabray.protocol.membership import Membership
 from zabray.protocol.messages import ALL_MESSAGES, Ack, Commit, Message, Ping, Proposal, Proposals, Txn
 from zabray.protocol.zxid import Zxid
 
@@ -46,10 +47,20 @@ def _bool(v: Any) -> bool:
     return v
 
 
+def _str(v: Any) -> str:
+    if type(v) is not str:
+        raise CodecError(f"expected a string, got {type(v).__name__}")
+    return v
+
+
 def _txn(v: Any) -> Txn:
-    if type(v) is not list or len(v) != 4:
-        raise CodecError("expected a txn [zxid, value, origin, request_id]")
-    return Txn(_zxid(v[0]), _bytes(v[1]), _int(v[2]), _int(v[3]))
+    if type(v) is not list or len(v) not in (4, 5):
+        raise CodecError("expected a txn [zxid, value, origin, request_id(, configuration)]")
+    z = _zxid(v[0])
+    if len(v) == 4:
+        return Txn(z, _bytes(v[1]), _int(v[2]), _int(v[3]))
+    # A reconfiguration txn: its configuration's member lines (its version is the zxid).
+    return Txn(z, _bytes(v[1]), _int(v[2]), _int(v[3]), Membership.parse(_str(v[4]), z))
 
 
 def _txns(v: Any) -> tuple[Txn, ...]:
@@ -76,6 +87,8 @@ def _requests(v: Any) -> tuple[tuple[int, bytes], ...]:
 
 
 def _enc_txn(t: Txn) -> list[Any]:
+    if t.config is not None:
+        return [t.zxid, t.value, t.origin, t.request_id, t.config.body()]
     return [t.zxid, t.value, t.origin, t.request_id]
 
 
@@ -83,6 +96,7 @@ _DECODERS: dict[str, Callable[[Any], Any]] = {
     "int": _int,
     "bytes": _bytes,
     "bool": _bool,
+    "str": _str,
     "Txn": _txn,
     "tuple[Txn, ...]": _txns,
     "tuple[int, ...]": _ints,
@@ -163,7 +177,9 @@ def to_wire(msg: Message) -> list[Any]:
     t = type(msg)
     if t is Proposal:
         x = msg.txn  # type: ignore[attr-defined]
-        return [VERSION, _PROPOSAL, [x.zxid, x.value, x.origin, x.request_id]]
+        if x.config is None:
+            return [VERSION, _PROPOSAL, [x.zxid, x.value, x.origin, x.request_id]]
+        return [VERSION, _PROPOSAL, _enc_txn(x)]
     if t is Ack or t is Commit or t is Ping:
         return [VERSION, t.TAG, msg.zxid]  # type: ignore[attr-defined]
     spec = _BY_CLASS[t]

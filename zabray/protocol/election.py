@@ -8,7 +8,16 @@ quorum of this round's votes agree with ours and no better vote arrives within
 already left election name the same leader and that leader says it leads (the late joiner).
 Notifications may be lost or reordered: a silent election re-sends its vote with backoff.
 Observers and ``rejoining`` voters vote for nobody (leader -1) and are never counted: they wait
-for a quorum of voters to name a leader that says it leads.
+for a quorum of voters to name a leader that says it leads. A replica outside every
+configuration it knows (one joining the ensemble) votes for others but never for itself: its
+vote counts only with those whose configurations (a reconfiguration in their logs) list it.
+
+Configurations: every "quorum" here is a quorum of each configuration the replica must count
+under (``Node.is_quorum``: its durable one, plus any it has activated but not yet made durable
+or holds in its log undelivered), and votes count only from voters of one of them. A
+notification carries the sender's durable configuration when the receiver may lack it; a
+replica that sees a newer one adopts it and starts its election again (ZooKeeper's
+notifications do the same), so one that missed a reconfiguration can still find its peers.
 """
 
 from __future__ import annotations
@@ -40,8 +49,9 @@ class Election(Role):
         super().__init__(node)
         node.round += 1
         node.set_state(PeerState.LOOKING, -1, node.current_epoch)
-        self.own: Vote = (node.sid, node.history.last, node.current_epoch)
-        node.vote = self.own if node.votes else (-1, 0, 0)  # a non-voter's vote names nobody
+        # A replica that cannot be elected (a non-voter) starts with a vote naming nobody.
+        self.own: Vote = (node.sid, node.history.last, node.current_epoch) if node.candidate else (-1, 0, 0)
+        node.vote = self.own
         self.recv: dict[int, Vote] = {}
         self.outside: dict[int, Notification] = {}
         self.decide_at: int | None = None
@@ -55,23 +65,21 @@ class Election(Role):
 
     # -- sending -------------------------------------------------------------------------------
 
-    def _note(self) -> Notification:
+    def _note(self, to: int) -> Notification:
         n = self.node
         leader, zxid, epoch = n.vote
-        return Notification(n.sid, int(PeerState.LOOKING), leader, zxid, epoch, n.round)
+        return n.note(to, int(PeerState.LOOKING), leader, zxid, epoch)
 
     def broadcast(self) -> None:
         n = self.node
-        note = self._note()
-        for peer in sorted(n.cfg.members):
-            if peer != n.sid:
-                n.emit(Notify(peer, note))
+        for peer in n.peers():
+            n.emit(Notify(peer, self._note(peer)))
 
     # -- receiving -----------------------------------------------------------------------------
 
     def on_message(self, channel: ChannelId, msg: Message) -> None:
         n = self.node
-        if isinstance(msg, (FollowerInfo, ObserverInfo)) and channel.leader == n.sid and n.votes:
+        if isinstance(msg, (FollowerInfo, ObserverInfo)) and channel.leader == n.sid and n.candidate:
             old = self.backlog.get(channel.learner)
             if old is not None and old[0] != channel:
                 n.emit(Close(old[0]))
@@ -91,15 +99,17 @@ class Election(Role):
         n = self.node
         cfg = n.cfg
         sender = note.sender
-        if sender not in cfg.members or sender == n.sid:
+        if sender == n.sid or n.adopt(note):
+            return
+        if not n.knows(sender):
             return
         self.resend = cfg.election_resend
         self.resend_at = n.now + self.resend
-        if sender not in cfg.voters or (note.state == PeerState.LOOKING and note.leader < 0):
+        if sender not in n.voters() or (note.state == PeerState.LOOKING and note.leader < 0):
             # Observers, and voters rejoining after losing their disk (they vote for nobody),
             # learn the outcome from voters; they never count.
             if note.state == PeerState.LOOKING and n.votes:
-                n.emit(Notify(sender, self._note()))
+                n.emit(Notify(sender, self._note(sender)))
             return
         if note.state == PeerState.LOOKING:
             self._on_looking(note)
@@ -110,7 +120,15 @@ class Election(Role):
         n = self.node
         if not n.votes:
             return
-        if note.round > n.round:
+        if n.vote[0] < 0:
+            # A voter that cannot be elected has no vote of its own to keep: it takes the first
+            # real one it hears, in that voter's round (its own round means nothing to anyone).
+            n.round = note.round
+            self.recv.clear()
+            n.vote = (note.leader, note.zxid, note.epoch)
+            self.decide_at = None
+            self.broadcast()
+        elif note.round > n.round:
             n.round = note.round
             self.recv.clear()
             n.vote = (
@@ -121,7 +139,7 @@ class Election(Role):
             self.decide_at = None
             self.broadcast()
         elif note.round < n.round:
-            n.emit(Notify(note.sender, self._note()))
+            n.emit(Notify(note.sender, self._note(note.sender)))
             return
         elif better(note.leader, note.zxid, note.epoch, n.vote):
             n.vote = (note.leader, note.zxid, note.epoch)
@@ -131,9 +149,11 @@ class Election(Role):
             # The sender votes worse than we do: tell it our vote now. It may have missed our
             # broadcast (it was still following when it arrived) and would otherwise wait for
             # our resend timer. Only strictly worse votes get a reply, so this cannot ping-pong.
-            n.emit(Notify(note.sender, self._note()))
-        if note.leader in n.cfg.voters:
-            self.recv[note.sender] = (note.leader, note.zxid, note.epoch)
+            n.emit(Notify(note.sender, self._note(note.sender)))
+        # (A vote may name a replica this one knows in no configuration: a reconfiguration it
+        # has not seen made it a voter. It counts all the same: the one elected must still
+        # gather a quorum of every configuration it knows, and be the most up to date of them.)
+        self.recv[note.sender] = (note.leader, note.zxid, note.epoch)
         self._check_quorum()
 
     def _on_decided(self, note: Notification) -> None:
@@ -146,7 +166,7 @@ class Election(Role):
                 return
         self.outside[note.sender] = note
         agreeing = {s for s, o in self.outside.items() if o.leader == note.leader}
-        if n.cfg.is_quorum(agreeing) and self._leader_ok(note.leader, None):
+        if n.is_quorum(agreeing) and self._leader_ok(note.leader, None):
             n.round = max(n.round, note.round)
             self._decide(vote)
 
@@ -155,7 +175,7 @@ class Election(Role):
         sids = {s for s, v in votes.items() if v[0] == vote[0]}
         if n.vote[0] == vote[0] and n.votes:
             sids.add(n.sid)
-        return n.cfg.is_quorum(sids)
+        return n.is_quorum(sids)
 
     def _leader_ok(self, leader: int, round_: int | None) -> bool:
         """ZooKeeper's checkLeader: follow another replica only once it says it leads."""
@@ -170,7 +190,7 @@ class Election(Role):
         if not self._agree(n.vote, self.recv):
             self.decide_at = None
             return
-        everyone = all(self.recv.get(v, (None,))[0] == n.vote[0] for v in n.cfg.voters if v != n.sid)
+        everyone = all(self.recv.get(v, (None,))[0] == n.vote[0] for v in n.voters() if v != n.sid)
         if everyone:
             self._decide(n.vote)
         elif self.decide_at is None:

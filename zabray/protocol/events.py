@@ -89,6 +89,16 @@ class Submit(EventBase):
 
 
 @dataclass(frozen=True, slots=True)
+class SubmitReconfig(EventBase):
+    """A client asks for a reconfiguration: ``value`` is the hosted service's encoding of it
+    (``ConfigChange.encode`` for the broadcast service), which the leader's state machine reads
+    (``StateMachine.prepare_reconfig``). Answered as ``Submit`` is."""
+
+    request_id: int
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class Resumed(EventBase):
     """The turn a ``Yield`` asked for."""
 
@@ -123,8 +133,8 @@ class SnapshotDecoded(EventBase):
     restore: SnapshotRestore
 
 
-Event: TypeAlias = (Tick | Received | Notified | ChannelClosed | Persisted | Submit | Resumed | TouchSessions
-                    | SnapshotRequested | SnapshotEncoded | SnapshotDecoded)
+Event: TypeAlias = (Tick | Received | Notified | ChannelClosed | Persisted | Submit | SubmitReconfig | Resumed
+                    | TouchSessions | SnapshotRequested | SnapshotEncoded | SnapshotDecoded)
 """Every event the core takes, a closed union: ``Node.step`` matches it exhaustively, so an event
 added here without a case there fails the type check."""
 

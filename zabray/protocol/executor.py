@@ -31,11 +31,13 @@ from zabray.protocol.actions import (
     Open,
     PersistAction,
     PersistSnapshot,
+    Removed,
     Send,
     SessionsTouched,
     Trace,
     TruncateLog,
     WriteAcceptedEpoch,
+    WriteConfig,
     WriteCurrentEpoch,
     Yield,
 )
@@ -83,6 +85,9 @@ class Effects(Protocol):
     def resume(self, a: Yield) -> None:
         """Step the core with ``Resumed`` at the next loop turn."""
 
+    def removed(self, a: Removed) -> None:
+        """The replica left the ensemble (a reconfiguration removed it): stop serving."""
+
 
 def execute(actions: Iterable[Action], fx: Effects) -> None:
     """Carry out ``actions`` in order through ``fx``; ``StopStep`` from ``fx`` ends it early.
@@ -93,8 +98,8 @@ def execute(actions: Iterable[Action], fx: Effects) -> None:
                 fx.send(a)
             case Trace():
                 fx.trace(a)
-            case AppendTxns() | TruncateLog() | WriteAcceptedEpoch() | WriteCurrentEpoch() | InstallSnapshot() \
-                    | PersistSnapshot():
+            case AppendTxns() | TruncateLog() | WriteAcceptedEpoch() | WriteCurrentEpoch() | WriteConfig() \
+                    | InstallSnapshot() | PersistSnapshot():
                 fx.persist(a)
             case Deliver():
                 fx.deliver(a)
@@ -112,5 +117,7 @@ def execute(actions: Iterable[Action], fx: Effects) -> None:
                 fx.decode_snapshot(a)
             case Yield():
                 fx.resume(a)
+            case Removed():
+                fx.removed(a)
             case _:
                 assert_never(a)

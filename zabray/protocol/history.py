@@ -2,7 +2,8 @@
 
 ``base`` is the zxid of the newest state the replica holds only as a snapshot; txns at or
 below it are not available here (a learner that needs them gets a SNAP). Invariant: zxids
-strictly increase and all exceed ``base``.
+strictly increase and all exceed ``base``. ``configs`` lists the reconfiguration txns held
+(those with a ``config``), in zxid order: they are rare, and the core asks for them often.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from zabray.protocol.zxid import Zxid
 
 
 class History:
-    __slots__ = ("base", "_txns", "_zxids")
+    __slots__ = ("base", "_txns", "_zxids", "configs")
 
     def __init__(self, base: Zxid, txns: Iterable[Txn] = ()) -> None:
         self.base = base
         self._txns: list[Txn] = []
         self._zxids: list[int] = []
+        self.configs: list[Txn] = []
         for t in txns:
             self.append(t)
 
@@ -38,6 +40,8 @@ class History:
             raise ProtocolError(f"txn {txn.zxid!r} does not follow {self.last!r}")
         self._txns.append(txn)
         zxids.append(txn.zxid)
+        if txn.config is not None:
+            self.configs.append(txn)
 
     def contains(self, z: int) -> bool:
         if z == self.base:
@@ -74,6 +78,7 @@ class History:
         i = bisect_right(self._zxids, z)
         del self._txns[i:]
         del self._zxids[i:]
+        self.configs = [t for t in self.configs if t.zxid <= z]
 
     def compact(self, upto: int) -> None:
         """Forget txns at or below ``upto`` (they are covered by a snapshot)."""
@@ -83,12 +88,14 @@ class History:
         del self._txns[:i]
         del self._zxids[:i]
         self.base = Zxid(upto)
+        self.configs = [t for t in self.configs if t.zxid > upto]
 
     def reset(self, base: Zxid) -> None:
         """Replace everything by a snapshot at ``base`` (SNAP)."""
         self.base = base
         self._txns.clear()
         self._zxids.clear()
+        self.configs = []
 
     def zxid_at_or_before(self, index_from_end: int) -> Zxid:
         return self._txns[-index_from_end].zxid if 0 < index_from_end <= len(self._txns) else self.base

@@ -17,32 +17,51 @@ Broadcast: proposals are pipelined up to ``max_outstanding``; ACKs are cumulativ
 point is the highest zxid durable at a quorum (the leader's own log counted only once its
 write is durable). A learner that connects during broadcast is synced the same way and joins
 the broadcast right after its NEWLEADER, so FIFO order makes it see every later proposal.
+
+Reconfiguration (Shraer et al., ATC 2012; ZooKeeper's ``Leader``): every quorum above is a
+quorum of each configuration the leader must count under (``Node.is_quorum``), and a learner
+counts only where it is a voter, so a replica outside the configuration can follow as a
+non-voting learner and be synced before a reconfiguration makes it a voter. A reconfiguration
+request is judged here (``_decide``: enabled, none in progress, ``from_config`` version, a
+valid next configuration, a quorum of it connected and synced) and becomes a txn carrying the
+next configuration; a txn at or after it commits only once a quorum of the old *and* of the new
+configuration has acknowledged it. When it commits, the leader designates the next leader
+(itself, if it is a voter of the new configuration; else the most up-to-date new voter that
+acknowledged it) and sends COMMITANDACTIVATE (INFORMANDACTIVATE to observers). A leader that
+is not the designated one commits nothing more, proposes nothing more, and ends its iteration
+once its learners have closed their channels (they do, to follow the designated leader: closing
+them itself could drop the very commit) or ``sync_limit`` has passed.
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 from collections import deque
 from typing import TYPE_CHECKING
 
-from zabray.errors import ProtocolError
+from zabray.errors import ProtocolError, ReconfigError
 from zabray.protocol.actions import (
     AppendTxns,
     Close,
+    Failed,
     Send,
     SessionsTouched,
     WriteAcceptedEpoch,
     WriteCurrentEpoch,
 )
 from zabray.protocol.events import ChannelId
+from zabray.protocol.membership import ConfigChange, Membership, next_membership
 from zabray.protocol.messages import (
     Ack,
     AckEpoch,
     AckNewLeader,
     Commit,
+    CommitAndActivate,
     Diff,
     FollowerInfo,
     Inform,
+    InformAndActivate,
     LeaderInfo,
     Message,
     NewLeader,
@@ -50,6 +69,8 @@ from zabray.protocol.messages import (
     PeerState,
     Ping,
     Proposal,
+    ReconfigRequest,
+    Refused,
     Request,
     Requests,
     Snap,
@@ -65,6 +86,8 @@ from zabray.trace import records as trace
 
 if TYPE_CHECKING:
     from zabray.protocol.node import Node
+
+log = logging.getLogger(__name__)
 
 
 class Stage(enum.IntEnum):
@@ -114,7 +137,10 @@ class Leader(Role):
         self.next_counter = 1
         self.self_acked: Zxid = ZERO
         self._marks: deque[tuple[int, Zxid]] = deque()  # (token, zxid) of own appends
-        self._queue: deque[tuple[int, int, bytes]] = deque()  # requests beyond max_outstanding
+        # Requests beyond max_outstanding: (origin, request id, value, is a reconfiguration).
+        self._queue: deque[tuple[int, int, bytes, bool]] = deque()
+        self.handing_over: int | None = None  # the designated leader, once this one stepped aside
+        self.handover_at = 0
         node.set_state(PeerState.LEADING, node.sid, node.current_epoch)
         for channel, info in backlog:
             self._on_info(channel, info)
@@ -131,6 +157,8 @@ class Leader(Role):
             self.node.emit(Close(h.channel))
 
     def _voters_at(self, stage: Stage) -> set[int]:
+        """Followers (voters of some configuration or not: ``Node.is_quorum`` counts only voters)
+        at ``stage`` or beyond."""
         return {s for s, h in self.learners.items() if not h.observer and h.stage >= stage}
 
     # -- discovery -------------------------------------------------------------------------------
@@ -140,7 +168,7 @@ class Leader(Role):
         if self.epoch is not None:
             return
         infos = self._voters_at(Stage.INFO) | {n.sid}
-        if not n.cfg.is_quorum(infos):
+        if not n.is_quorum(infos):
             return
         e = max([n.accepted_epoch, n.current_epoch] + [h.accepted_epoch for h in self.learners.values()]) + 1
         self.epoch = e
@@ -158,7 +186,9 @@ class Leader(Role):
     def _on_info(self, channel: ChannelId, msg: FollowerInfo | ObserverInfo) -> None:
         n = self.node
         observer = isinstance(msg, ObserverInfo)
-        if msg.sid != channel.learner or msg.sid not in (n.cfg.observers if observer else n.cfg.voters):
+        # A replica outside every configuration known here may follow (without a vote) only
+        # where reconfiguration is on: it is being added.
+        if msg.sid != channel.learner or (not n.knows(msg.sid) and not n.cfg.reconfig_enabled):
             n.emit(Close(channel))
             return
         if self.epoch is not None and msg.accepted_epoch > self.epoch:
@@ -202,7 +232,7 @@ class Leader(Role):
         if not self.epoch_durable or self.newleader_token is not None:
             return
         promised = {s for s, h in self.learners.items() if h.counted and h.stage >= Stage.EPOCH_ACKED}
-        if not n.cfg.is_quorum(promised | {n.sid}):
+        if not n.is_quorum(promised | {n.sid}):
             return
         assert self.epoch is not None
         n.current_epoch = self.epoch
@@ -245,7 +275,7 @@ class Leader(Role):
         self._send(h, NewLeader(self.epoch, hist.last))
         h.stage = Stage.SYNCING
 
-    def on_image(self, zxid: Zxid, encoded: Encoded) -> None:
+    def on_image(self, zxid: Zxid, encoded: Encoded, config: Membership) -> None:
         """The delivered state at ``zxid`` is encoded: SNAP it to every learner waiting for it,
         in parts over ticks (``_send_snap``), then the history after it (everything proposed
         meanwhile included)."""
@@ -257,9 +287,11 @@ class Leader(Role):
             return  # a local snapshot: its bytes are not copied here
         state = joined(encoded)
         size = self.node.cfg.snap_chunk
-        parts = [Snap(zxid, state[i : i + size], i + size >= len(state)) for i in range(0, len(state), size)]
+        text = config.text() if config.version else ""
+        parts = [Snap(zxid, state[i : i + size], last, text if last else "")
+                 for i in range(0, len(state), size) for last in (i + size >= len(state),)]
         for h in waiting:
-            h.snap, h.snap_zxid = deque(parts or [Snap(zxid, state)]), zxid
+            h.snap, h.snap_zxid = deque(parts or [Snap(zxid, state, True, text)]), zxid
             self._send_snap(h)
 
     def _send_snap(self, h: LearnerHandle) -> None:
@@ -293,7 +325,7 @@ class Leader(Role):
         n = self.node
         if self.established or not self.newleader_durable:
             return
-        if not n.cfg.is_quorum(self._voters_at(Stage.ACTIVE) | {n.sid}):
+        if not n.is_quorum(self._voters_at(Stage.ACTIVE) | {n.sid}):
             return
         assert self.epoch is not None
         self.established = True
@@ -302,10 +334,15 @@ class Leader(Role):
         self.committed = last
         self.self_acked = last
         n.trace(trace.Established(self.epoch, last))
-        n.deliver_to(last)
+        n.deliver_to(last)  # may put a reconfiguration of the initial history in force
         for h in self.learners.values():
             if h.stage == Stage.ACTIVE:
                 self._send(h, UpToDate(last))
+        if n.sid not in n.config.voters:
+            # Its initial history made it a non-voter: its learners find the next leader by
+            # election once they deliver it (as ZooKeeper's do after UPTODATE).
+            self._step_aside(-1)
+            return
         self._drain_queue()
 
     # -- broadcast -------------------------------------------------------------------------------
@@ -313,19 +350,22 @@ class Leader(Role):
     def on_submit(self, request_id: int, value: bytes) -> None:
         self._request(self.node.sid, request_id, value)
 
+    def on_submit_reconfig(self, request_id: int, value: bytes) -> None:
+        self._request(self.node.sid, request_id, value, True)
+
     def on_touch(self, sessions: tuple[int, ...]) -> None:
         if self.established and sessions:
             self.node.emit(SessionsTouched(sessions))
 
-    def _request(self, origin: int, request_id: int, value: bytes) -> None:
-        if not self.established:
+    def _request(self, origin: int, request_id: int, value: bytes, reconfig: bool = False) -> None:
+        if not self.established or self.handing_over is not None:
             if origin == self.node.sid:
                 super().on_submit(request_id, value)
             return  # a learner only forwards once synced, so this is a stale request
         if self._queue or self._outstanding() >= self.node.cfg.max_outstanding:
-            self._queue.append((origin, request_id, value))
+            self._queue.append((origin, request_id, value, reconfig))
         else:
-            self._propose(origin, request_id, value)
+            self._propose(origin, request_id, value, reconfig)
 
     @property
     def outstanding(self) -> int:
@@ -340,15 +380,23 @@ class Leader(Role):
 
     def _drain_queue(self) -> None:
         limit = self.node.cfg.max_outstanding
-        while self._queue and self._outstanding() < limit:
+        while self._queue and self._outstanding() < limit and self.handing_over is None:
             self._propose(*self._queue.popleft())
 
-    def _propose(self, origin: int, request_id: int, value: bytes) -> None:
+    def _propose(self, origin: int, request_id: int, value: bytes, reconfig: bool = False) -> None:
         n = self.node
         assert self.epoch is not None
         zxid = Zxid.of(self.epoch, self.next_counter)
+        if reconfig:
+            try:
+                data, config = n.app.prepare_reconfig(value, zxid, self._decide)
+            except ReconfigError as e:  # refused with no txn: the request changed nothing
+                self._refuse(origin, request_id, e)
+                return
+            txn = Txn(zxid, data, origin, request_id, None if config is None else config.with_version(zxid))
+        else:
+            txn = Txn(zxid, n.app.prepare(value, zxid), origin, request_id)
         self.next_counter += 1
-        txn = Txn(zxid, n.app.prepare(value, zxid), origin, request_id)
         n.history.append(txn)
         token = n.persist(AppendTxns, (txn,))
         self._marks.append((token, zxid))
@@ -361,35 +409,140 @@ class Leader(Role):
             if h.stage == Stage.SYNCING or (h.stage == Stage.ACTIVE and not h.observer):
                 n.emit(Send(h.channel, msg))
 
+    # -- reconfiguration -------------------------------------------------------------------------
+
+    def _decide(self, change: ConfigChange) -> Membership:
+        """ZooKeeper 3.8's checks of a reconfiguration, in its order; the next configuration
+        (version 0: its txn's zxid becomes it), or ``ReconfigError``. No side effects: the state
+        machine may still refuse the request after this (an ACL)."""
+        n = self.node
+        if not n.cfg.reconfig_enabled:
+            raise ReconfigError("RECONFIG_DISABLED", "reconfiguration is disabled (reconfig_enabled is off)")
+        if any(t.zxid > self.committed for t in n.history.configs):
+            raise ReconfigError("RECONFIG_IN_PROGRESS", "another reconfiguration is in progress")
+        current = n.config
+        if change.from_version != -1 and change.from_version != current.version:
+            raise ReconfigError("BAD_VERSION", f"Reconfiguration from version {change.from_version:x} failed -- "
+                                               f"last seen version is {current.version:x}")
+        new = next_membership(current, change)
+        synced = {s for s, h in self.learners.items() if h.stage == Stage.ACTIVE and not h.observer
+                  and n.now - h.heard <= n.cfg.sync_limit}
+        if not new.is_quorum(synced | {n.sid}):
+            raise ReconfigError("NEW_CONFIG_NO_QUORUM", "Reconfig failed - there must be a connected and synced "
+                                                        "quorum in new configuration")
+        return new
+
+    def _refuse(self, origin: int, request_id: int, e: ReconfigError) -> None:
+        n = self.node
+        if origin == n.sid:
+            if request_id & ~((1 << 40) - 1) == n.rid_tag:
+                n.emit(Failed(n.untag(request_id), str(e), uncertain=False))
+            return
+        h = self.learners.get(origin)
+        if h is not None:
+            self._send(h, Refused(request_id, str(e)))
+
+    def _designate(self, txn: Txn) -> int:
+        """ZooKeeper's designated leader for the configuration ``txn`` makes: this leader if it
+        is a voter of it, else the voter of it with the most acknowledged (a quorum of its voters
+        acknowledged ``txn``: one exists)."""
+        n = self.node
+        config = txn.config
+        assert config is not None
+        if n.sid in config.voters:
+            return n.sid
+        best = [(h.acked, -h.sid) for h in self.learners.values()
+                if h.stage == Stage.ACTIVE and not h.observer and h.sid in config.voters and h.acked >= txn.zxid]
+        return -max(best)[1] if best else -1
+
+    def _step_aside(self, designated: int) -> None:
+        """Commit nothing more: the next leader takes over (see the module doc)."""
+        n = self.node
+        self.handing_over = designated
+        self.handover_at = n.now
+        log.info("replica %d: configuration %x makes it step aside as leader of epoch %s for %s", n.sid,
+                 n.config.version, self.epoch, designated if designated >= 0 else "an election")
+
+    def on_config_durable(self) -> None:
+        """Fewer configurations may need to agree now: look again at every quorum awaited."""
+        if self.epoch is None:
+            self._maybe_choose_epoch()
+        elif self.newleader_token is None:
+            self._maybe_start_sync()
+        elif not self.established:
+            self._maybe_establish()
+        else:
+            self._advance_commit()
+
+    # -- commits ---------------------------------------------------------------------------------
+
+    def _point(self, config: Membership, acks: dict[int, Zxid]) -> Zxid:
+        """The highest zxid a quorum of ``config``'s voters holds durably (ZERO if none)."""
+        got = sorted([z for s, z in acks.items() if s in config.voters], reverse=True)
+        return got[config.quorum - 1] if len(got) >= config.quorum else ZERO
+
+    def _commit_point(self) -> Zxid:
+        """The highest zxid every configuration that must agree on it has a quorum for: the
+        oldest for everything, and each newer one (a reconfiguration in progress, or one put in
+        force but not yet durable) for every txn from its own on."""
+        n = self.node
+        acks = {s: h.acked for s, h in self.learners.items() if not h.observer and h.stage == Stage.ACTIVE}
+        acks[n.sid] = self.self_acked
+        configs = n.quorum_configs()
+        point = self._point(configs[0], acks)
+        for c in configs[1:]:
+            if point < c.version:
+                break
+            point = max(Zxid(c.version - 1), min(point, self._point(c, acks)))
+        return point
+
     def _advance_commit(self) -> None:
         n = self.node
-        if not self.established:
+        if not self.established or self.handing_over is not None:
             return
-        acks = sorted(
-            [self.self_acked] + [h.acked for h in self.learners.values()
-                                 if not h.observer and h.stage == Stage.ACTIVE],
-            reverse=True,
-        )
-        if len(acks) < n.cfg.quorum:
-            return
-        point = acks[n.cfg.quorum - 1]
+        point = self._commit_point()
         if point <= self.committed:
             return
+        # Reconfigurations among the newly committed txns: each is committed and activated with
+        # its own message, naming the leader to follow; one that makes this leader step aside
+        # is the last thing it commits.
+        cuts: list[tuple[Txn, int]] = []
+        for t in n.history.configs:
+            if self.committed < t.zxid <= point:
+                d = self._designate(t)
+                cuts.append((t, d))
+                if d != n.sid:
+                    point = t.zxid
+                    break
         prev = self.committed
         self.committed = point
-        commit = Commit(point)
-        inform: Inform | None = None
-        for h in self.learners.values():
-            if h.stage != Stage.ACTIVE:
-                continue
+        learners = [h for h in self.learners.values() if h.stage == Stage.ACTIVE]
+        lo = prev
+        for t, d in cuts:
+            self._announce(learners, lo, t.zxid, CommitAndActivate(t.zxid, d), d)
+            lo = t.zxid
+        if point > lo:
+            self._announce(learners, lo, point, Commit(point), None)
+        n.deliver_to(point)
+        if cuts and cuts[-1][1] != n.sid:
+            self._step_aside(cuts[-1][1])
+            return
+        self._drain_queue()
+
+    def _announce(self, learners: list[LearnerHandle], lo: Zxid, hi: int, commit: Commit | CommitAndActivate,
+                  designated: int | None) -> None:
+        """Tell every active learner that everything through ``hi`` is committed: followers with
+        ``commit``, observers with the txns after ``lo`` (activating, if ``designated``)."""
+        n = self.node
+        inform: Inform | InformAndActivate | None = None
+        for h in learners:
             if h.observer:
                 if inform is None:
-                    inform = Inform(tuple(n.history.after(prev, point)))
+                    txns = tuple(n.history.after(lo, hi))
+                    inform = Inform(txns) if designated is None else InformAndActivate(txns, designated)
                 n.emit(Send(h.channel, inform))
             else:
                 n.emit(Send(h.channel, commit))
-        n.deliver_to(point)
-        self._drain_queue()
 
     def on_persisted(self, upto: int) -> None:
         if not self.epoch_durable and self.epoch_token is not None and upto >= self.epoch_token:
@@ -426,6 +579,8 @@ class Leader(Role):
                     self._advance_commit()
             case Request():
                 self._request(msg.origin, msg.request_id, msg.value)
+            case ReconfigRequest():
+                self._request(msg.origin, msg.request_id, msg.value, True)
             case Requests():
                 for rid, value in msg.requests:
                     self._request(msg.origin, rid, value)
@@ -464,13 +619,20 @@ class Leader(Role):
             if n.now - self.started > cfg.init_limit:
                 n.new_iteration("no quorum synchronized within init_limit")
             return
+        if self.handing_over is not None:
+            # The learners close their channels to follow the designated leader; once they
+            # have (or sync_limit passed), this iteration is over.
+            if not self.learners or n.now - self.handover_at > cfg.sync_limit:
+                d = self.handing_over
+                n.new_iteration(f"handed over to {d}" if d >= 0 else "no longer a voter", leader=d)
+            return
         for h in list(self.learners.values()):
             # As ZooKeeper's leader does, a learner still syncing (installing a large SNAP, say)
             # has init_limit to answer; once it has acknowledged NEWLEADER, sync_limit.
             if n.now - h.heard > (cfg.sync_limit if h.stage == Stage.ACTIVE else cfg.init_limit):
                 self._drop(h)
         live = {s for s, h in self.learners.items() if not h.observer and h.stage == Stage.ACTIVE}
-        if cfg.is_quorum(live | {n.sid}):
+        if n.is_quorum(live | {n.sid}):
             self.quorum_seen = n.now
         elif n.now - self.quorum_seen > cfg.sync_limit:
             n.new_iteration("lost its quorum")
@@ -486,5 +648,5 @@ class Leader(Role):
         # Our own clients' proposals not yet committed may still commit under the next leader.
         n = self.node
         return [t.request_id for t in n.history.after(self.committed) if t.origin == n.sid] + [
-            rid for origin, rid, _ in self._queue if origin == n.sid
+            rid for origin, rid, _, _ in self._queue if origin == n.sid
         ]

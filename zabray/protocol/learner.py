@@ -14,6 +14,13 @@ A SNAP changes nothing until the shell has decoded and checked it (``DecodeSnaps
 by ``SnapshotDecoded``): then the state, the history and the log are replaced at once. Meanwhile
 the learner answers its leader's pings and keeps every other message for after the install, in
 order, so no acknowledgement is sent for a state that might still fail its checks.
+
+Reconfiguration: a learner puts a configuration in force when it delivers the txn carrying it
+(``Node.activate``). COMMITANDACTIVATE and INFORMANDACTIVATE name the leader to follow next; a
+learner whose role changes (follower to observer or back), or whose leader is not that one (or,
+with no leader named, not a voter of the new configuration), ends its iteration and goes
+straight to the designated leader (or to an election). A learner the configuration removes
+departs. A SNAP carries the configuration in force at its image.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from zabray.protocol.actions import (
     AppendTxns,
     Close,
     DecodeSnapshot,
+    Failed,
     InstallSnapshot,
     Open,
     Send,
@@ -34,15 +42,18 @@ from zabray.protocol.actions import (
     WriteAcceptedEpoch,
     WriteCurrentEpoch,
 )
-from zabray.protocol.events import ChannelId
+from zabray.protocol.events import RID_MASK, ChannelId
+from zabray.protocol.membership import Membership
 from zabray.protocol.messages import (
     Ack,
     AckEpoch,
     AckNewLeader,
     Commit,
+    CommitAndActivate,
     Diff,
     FollowerInfo,
     Inform,
+    InformAndActivate,
     LeaderInfo,
     Message,
     NewLeader,
@@ -51,6 +62,8 @@ from zabray.protocol.messages import (
     Ping,
     Proposal,
     Proposals,
+    ReconfigRequest,
+    Refused,
     Request,
     Snap,
     Touch,
@@ -94,8 +107,9 @@ class Learner(Role):
         self._snap_zxid = -1
         # A SNAP the shell is decoding (state, zxid and the bytes to persist), and the leader's
         # messages after it, taken in order once it is installed.
-        self._restore: tuple[SnapshotRestore, Zxid, bytes] | None = None
+        self._restore: tuple[SnapshotRestore, Zxid, bytes, str] | None = None
         self._after_snap: list[Message] = []
+        self.designated: dict[int, int] = {}  # reconfiguration zxid -> the leader to follow after it
         node.set_state(PeerState.OBSERVING if self.observer else PeerState.FOLLOWING, leader,
                        node.current_epoch)
         node.emit(Open(self.channel))
@@ -129,10 +143,21 @@ class Learner(Role):
                 self._on_proposals(msg.txns)
             case Commit():
                 self._on_commit(msg.zxid)
+            case CommitAndActivate():
+                self.designated[msg.zxid] = msg.leader
+                self._on_commit(msg.zxid)
+            case InformAndActivate():
+                if msg.txns:
+                    self.designated[msg.txns[-1].zxid] = msg.leader
+                self._on_inform(msg.txns)
+            case Refused():
+                self._forwarded.discard(msg.request_id)
+                if msg.request_id & ~RID_MASK == n.rid_tag:
+                    n.emit(Failed(msg.request_id & RID_MASK, msg.reason, uncertain=False))
             case Ping():
                 self._send(Ping(n.history.last))
             case Inform():
-                self._on_inform(msg)
+                self._on_inform(msg.txns)
             case LeaderInfo():
                 self._on_leader_info(msg)
             case Diff() | Trunc() | Snap():
@@ -189,7 +214,7 @@ class Learner(Role):
             self._snap_parts = []
             z = Zxid(msg.zxid)
             restore = n.app.restoring(state)
-            self._restore = (restore, z, state)
+            self._restore = (restore, z, state, msg.config)
             n.emit(DecodeSnapshot(restore, z))
 
     def on_decoded(self, restore: SnapshotRestore) -> None:
@@ -207,19 +232,23 @@ class Learner(Role):
                 return  # one of them ended the iteration
             self.on_message(self.channel, msg)
 
-    def _install(self) -> None:
+    def _install(self, react: bool = True) -> None:
         """The SNAP replaces the delivered state, the history and the log (all of it committed:
         the leader's image of what it delivered)."""
         assert self._restore is not None
         n = self.node
-        restore, z, state = self._restore
+        restore, z, state, config = self._restore
         self._restore = None
         n.install_app(restore)
         restore.stale = True  # done with: the shell stops, whatever it was doing
         n.history.reset(z)
         n.applied = z
+        # The image's configuration first (durable before the state it goes with), if newer.
+        activated = bool(config) and n.activate(Membership.parse(config))
         n.persist(InstallSnapshot, z, state)
         n.trace(trace.SnapshotInstalled(z.epoch, z))
+        if activated and react:
+            self._reconfigured(n.config, None)
 
     def _append(self, txns: tuple) -> None:  # type: ignore[type-arg]
         if not txns:
@@ -289,14 +318,34 @@ class Learner(Role):
         if self.stage == Stage.BROADCAST:
             self._deliver()
 
-    def _on_inform(self, msg: Inform) -> None:
+    def _on_inform(self, txns: tuple[Txn, ...]) -> None:
         n = self.node
         if not self.observer or self.stage < Stage.NEWLEADER:
             raise ProtocolError("INFORM out of place")
-        fresh = tuple(t for t in msg.txns if t.zxid > n.history.last)
+        fresh = tuple(t for t in txns if t.zxid > n.history.last)
         self._append(fresh)
-        if msg.txns:
-            self._on_commit(msg.txns[-1].zxid)
+        if txns:
+            self._on_commit(txns[-1].zxid)
+
+    # -- reconfiguration -------------------------------------------------------------------------
+
+    def on_activated(self, config: Membership) -> None:
+        self._reconfigured(config, self.designated.pop(config.version, None))
+
+    def _reconfigured(self, config: Membership, designated: int | None) -> None:
+        """``config`` is in force: go on with this leader, or end the iteration (module doc)."""
+        n = self.node
+        if n.left:
+            n.new_iteration(f"configuration {config.version:x} removed it")
+            return
+        if n.is_observer != self.observer:
+            role = "an observer" if n.is_observer else "a follower"
+            n.new_iteration(f"configuration {config.version:x} makes it {role}",
+                            leader=designated if designated is not None else -1)
+        elif designated is not None and designated != self.leader:
+            n.new_iteration(f"configuration {config.version:x} hands leadership to {designated}", leader=designated)
+        elif designated is None and self.leader not in config.voters:
+            n.new_iteration(f"configuration {config.version:x} leaves leader {self.leader} without a vote")
 
     def on_touch(self, sessions: tuple[int, ...]) -> None:
         if self.stage == Stage.BROADCAST and sessions:
@@ -308,6 +357,13 @@ class Learner(Role):
             return
         self._forwarded.add(request_id)
         self._send(Request(self.node.sid, request_id, value))
+
+    def on_submit_reconfig(self, request_id: int, value: bytes) -> None:
+        if self.stage != Stage.BROADCAST:
+            super().on_submit(request_id, value)
+            return
+        self._forwarded.add(request_id)
+        self._send(ReconfigRequest(self.node.sid, request_id, value))
 
     def on_tick(self) -> None:
         n = self.node
@@ -325,7 +381,7 @@ class Learner(Role):
             restore = self._restore[0]
             while not restore.decode(1 << 62):
                 pass
-            self._install()
+            self._install(react=False)
 
     def on_closed(self, channel: ChannelId) -> None:
         if channel == self.channel:

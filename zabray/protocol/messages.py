@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from zabray.fastinit import fast_inits
+from zabray.protocol.membership import Membership
 from zabray.protocol.zxid import Zxid
 
 
@@ -31,6 +32,9 @@ class Txn:
     value: bytes
     origin: int = -1
     request_id: int = 0
+    config: Membership | None = None
+    """A reconfiguration txn: the configuration it makes (its version is ``zxid``), activated by
+    every replica that delivers it. None for every other txn."""
 
 
 class Message:
@@ -47,7 +51,12 @@ class Message:
 @dataclass(frozen=True, slots=True)
 class Notification(Message):
     """A vote: ``leader`` proposed, with that candidate's ``zxid`` and ``epoch`` (its currentEpoch),
-    in election ``round`` (ZooKeeper's logical clock), from ``sender`` whose state is ``state``."""
+    in election ``round`` (ZooKeeper's logical clock), from ``sender`` whose state is ``state``.
+
+    ``config_version`` is the version of the sender's durable configuration; ``config`` is that
+    configuration's text (``Membership.text``) when the sender does not know the receiver to have
+    it, else empty: a replica that missed a reconfiguration learns the committed configuration
+    from its peers, as ZooKeeper's notifications carry it."""
 
     TAG: ClassVar[int] = 1
     NAME: ClassVar[str] = "NOTIFICATION"
@@ -57,6 +66,8 @@ class Notification(Message):
     zxid: int
     epoch: int
     round: int
+    config_version: int = 0
+    config: str = ""
 
 
 # -- phase 1: discovery ---------------------------------------------------------------------------
@@ -141,6 +152,9 @@ class Snap(Message):
     zxid: int
     state: bytes
     last: bool = True
+    config: str = ""
+    """The configuration in force at ``zxid`` (``Membership.text``; on the last part): the
+    learner's state then is the image's, membership included."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +276,55 @@ class Touch(Message):
     sessions: tuple[int, ...]
 
 
+# -- reconfiguration ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReconfigRequest(Message):
+    """A reconfiguration request forwarded by the learner ``origin`` to its leader: ``value`` is
+    the hosted service's encoding of it (the leader's state machine reads it)."""
+
+    TAG: ClassVar[int] = 39
+    NAME: ClassVar[str] = "RECONFIG"
+    origin: int
+    request_id: int
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class CommitAndActivate(Message):
+    """COMMIT of the reconfiguration txn ``zxid`` (and everything before it): activate its
+    configuration, and follow ``leader`` (ZooKeeper's designated leader) from now on. A learner
+    whose leader changes closes its channel: the old leader sends nothing after this."""
+
+    TAG: ClassVar[int] = 40
+    NAME: ClassVar[str] = "COMMITANDACTIVATE"
+    zxid: int
+    leader: int
+
+
+@dataclass(frozen=True, slots=True)
+class InformAndActivate(Message):
+    """INFORM for an observer of committed txns ending with a reconfiguration txn, with the
+    designated ``leader`` (as COMMITANDACTIVATE)."""
+
+    TAG: ClassVar[int] = 41
+    NAME: ClassVar[str] = "INFORMANDACTIVATE"
+    txns: tuple[Txn, ...]
+    leader: int
+
+
+@dataclass(frozen=True, slots=True)
+class Refused(Message):
+    """The leader refused the learner's reconfiguration request ``request_id`` without a txn
+    (``reason`` starts with ZooKeeper's error name): nothing changed."""
+
+    TAG: ClassVar[int] = 42
+    NAME: ClassVar[str] = "REFUSED"
+    request_id: int
+    reason: str
+
+
 ALL_MESSAGES: tuple[type[Message], ...] = (
     Notification,
     FollowerInfo,
@@ -283,6 +346,10 @@ ALL_MESSAGES: tuple[type[Message], ...] = (
     Request,
     Requests,
     Touch,
+    ReconfigRequest,
+    CommitAndActivate,
+    InformAndActivate,
+    Refused,
 )
 
 BATCHES: tuple[type[Message], ...] = (Proposals, Requests)

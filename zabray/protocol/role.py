@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING
 
 from zabray.protocol.actions import Failed, Notify
 from zabray.protocol.events import ChannelId
-from zabray.protocol.messages import Message, Notification
+from zabray.protocol.messages import Message
 
 if TYPE_CHECKING:
+    from zabray.protocol.membership import Membership
     from zabray.protocol.node import Node
     from zabray.protocol.statemachine import Encoded, SnapshotRestore
     from zabray.protocol.zxid import Zxid
@@ -23,6 +24,8 @@ class Phase(enum.StrEnum):
     DISCOVERY = "discovery"
     SYNCHRONIZATION = "synchronization"
     BROADCAST = "broadcast"
+    LEFT = "left"
+    """Not an iteration: the replica left the ensemble (a reconfiguration removed it)."""
 
 
 class Role:
@@ -47,11 +50,21 @@ class Role:
     def on_submit(self, request_id: int, value: bytes) -> None:
         self.node.emit(Failed(self.node.untag(request_id), "no leader is established", uncertain=False))
 
+    def on_submit_reconfig(self, request_id: int, value: bytes) -> None:
+        self.on_submit(request_id, value)
+
+    def on_activated(self, config: Membership) -> None:
+        """A configuration was put in force by this step's deliveries (``Node.activate``)."""
+
+    def on_config_durable(self) -> None:
+        """A configuration put in force earlier is durable now: fewer quorums may be needed."""
+
     def on_touch(self, sessions: tuple[int, ...]) -> None:
         """Session liveness: dropped unless a leader (or a learner with a leader) is there."""
 
-    def on_image(self, zxid: Zxid, encoded: Encoded) -> None:
-        """An image of the delivered state at ``zxid`` is encoded (only a leader waits for one)."""
+    def on_image(self, zxid: Zxid, encoded: Encoded, config: Membership) -> None:
+        """An image of the delivered state at ``zxid`` (under ``config``) is encoded (only a
+        leader waits for one)."""
 
     def on_decoded(self, restore: SnapshotRestore) -> None:
         """The shell has decoded a SNAP (only a learner asks for that; an ended one has let it go)."""
@@ -80,4 +93,4 @@ class Role:
         """Tell a looking replica whom we follow (or that we lead), so a late joiner finds us."""
         n = self.node
         leader, zxid, epoch = n.vote
-        n.emit(Notify(to, Notification(n.sid, int(n.state), leader, zxid, epoch, n.round)))
+        n.emit(Notify(to, n.note(to, int(n.state), leader, zxid, epoch)))

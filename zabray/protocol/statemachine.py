@@ -8,13 +8,19 @@ SNAP) agree on the whole history exactly when their chains agree.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 import msgpack
 from xxhash import xxh3_128_digest
 
-from zabray.errors import CorruptionError
+from zabray.errors import CodecError, CorruptionError, ReconfigError
+from zabray.protocol.membership import ConfigChange, Membership
 from zabray.protocol.messages import Txn
+
+Decide = Callable[[ConfigChange], Membership]
+"""The leader's judgement of a reconfiguration (``Leader._decide``): the next configuration,
+or ``ReconfigError``."""
 
 
 class StateMachine(Protocol):
@@ -24,6 +30,14 @@ class StateMachine(Protocol):
         Computed against the *future* state (committed plus everything already prepared), so
         the txn is idempotent and a failed condition becomes an error txn. Called in zxid order.
         """
+        ...
+
+    def prepare_reconfig(self, request: bytes, zxid: int, decide: Decide) -> tuple[bytes, Membership | None]:
+        """Leader only: a reconfiguration request (``SubmitReconfig``) as the txn ``zxid``: its
+        value, and the configuration it makes (None: a refusal the txn records, as the data
+        tree's error txns do). The state machine decodes its own request, runs its own checks
+        and calls ``decide`` where its order of checks puts the leader's (ZooKeeper checks the
+        ACL of /zookeeper/config last); raising ``ReconfigError`` refuses it with no txn."""
         ...
 
     def abandon_prepared(self) -> None:
@@ -118,6 +132,15 @@ class ValueLog:
 
     def prepare(self, request: bytes, zxid: int) -> bytes:
         return request
+
+    def prepare_reconfig(self, request: bytes, zxid: int, decide: Decide) -> tuple[bytes, Membership | None]:
+        """The request is a ``ConfigChange``; it is also the txn's value (the configuration
+        travels in the txn itself). A refusal makes no txn: opaque values cannot record one."""
+        try:
+            change = ConfigChange.decode(request)
+        except CodecError as e:
+            raise ReconfigError("BAD_ARGUMENTS", str(e)) from None
+        return request, decide(change)
 
     def abandon_prepared(self) -> None:
         pass

@@ -3,8 +3,8 @@
 Durability contract of a ``Store``:
 - ``append`` and ``truncate`` are buffered; they are durable only once ``sync`` returns
   (``sync`` is the group commit: one fdatasync for everything buffered since the last one).
-- ``write_accepted_epoch``, ``write_current_epoch``, ``install_snapshot`` and ``save_snapshot``
-  are atomic and durable when they return.
+- ``write_accepted_epoch``, ``write_current_epoch``, ``write_config``, ``install_snapshot`` and
+  ``save_snapshot`` are atomic and durable when they return.
 - ``recover`` returns exactly what was durable, in order, or raises ``CorruptionError``.
 
 ``apply_persists`` keeps the order the core asked for *in durability*: before an epoch or
@@ -23,9 +23,11 @@ from zabray.protocol.actions import (
     PersistSnapshot,
     TruncateLog,
     WriteAcceptedEpoch,
+    WriteConfig,
     WriteCurrentEpoch,
 )
 from zabray.protocol.durable import DurableState
+from zabray.protocol.membership import Membership
 from zabray.protocol.messages import Txn
 from zabray.protocol.statemachine import Encoded
 from zabray.protocol.zxid import Zxid
@@ -43,6 +45,8 @@ class Store(Protocol):
     def write_accepted_epoch(self, epoch: int, leader: int) -> None: ...
 
     def write_current_epoch(self, epoch: int) -> None: ...
+
+    def write_config(self, config: Membership, left: bool) -> None: ...
 
     def install_snapshot(self, zxid: Zxid, state: bytes) -> None: ...
 
@@ -65,6 +69,8 @@ def apply_one(store: Store, action: Persist, dirty: bool) -> bool:
         store.write_accepted_epoch(action.epoch, action.leader)
     elif isinstance(action, WriteCurrentEpoch):
         store.write_current_epoch(action.epoch)
+    elif isinstance(action, WriteConfig):
+        store.write_config(action.config, action.left)
     elif isinstance(action, InstallSnapshot):
         store.install_snapshot(action.zxid, action.state)
     elif isinstance(action, PersistSnapshot):

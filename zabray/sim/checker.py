@@ -8,14 +8,24 @@ order (no gaps within an epoch, epochs never go back), primary integrity (nothin
 epoch is delivered after a newer leader began proposing), durability (every txn a client was
 told is committed, and every delivered txn, is in every later established leader's history),
 and the durability rule itself: a replica never acknowledges what its disk does not hold.
+
+Reconfiguration (Shraer et al., ATC 2012): ``config`` is the configuration in force after
+``G`` (the last reconfiguration txn delivered, or the static one). When a txn is first
+delivered, the replicas holding it durably must be a quorum of the configuration in force
+before it and, for a reconfiguration txn, also of the configuration it makes: a quorum of the
+old and of the new (``committed_by``). A configuration is the same wherever it is put in force
+(``config_delivered``, ``config_activated``), and a leader proposes nothing more in an epoch
+once it has put in force a configuration in which it does not vote (the hand-off).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from zabray.protocol.membership import Membership
 from zabray.protocol.statemachine import chain_step
 from zabray.protocol.zxid import fmt
+from zabray.trace.records import members_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +39,10 @@ class Violation:
 
 
 class Checker:
-    def __init__(self) -> None:
+    def __init__(self, static: Membership | None = None) -> None:
+        self.config = static if static is not None else Membership(())
+        self.configs: dict[int, Membership] = {}  # reconfiguration zxid -> the configuration it made
+        self.nonvoting: dict[tuple[int, int], int] = {}  # (replica, incarnation) -> epoch it stopped voting in
         self.G: list[tuple[int, str]] = []
         self.G_index: dict[int, int] = {}
         self.G_values: dict[int, bytes] = {}
@@ -66,7 +79,11 @@ class Checker:
             self._fail("agreement", f"replica {replica}'s state at {fmt(zxid)} ({how}) differs from the delivered history")
         self.pos[(replica, inc)] = k + 1
 
-    def proposed_txn(self, leader: int, epoch: int, zxid: int, digest: str) -> None:
+    def proposed_txn(self, leader: int, epoch: int, zxid: int, digest: str, inc: int = -1) -> None:
+        stopped = self.nonvoting.get((leader, inc))
+        if stopped is not None and stopped == epoch:
+            self._fail("hand-off", f"leader {leader} proposed {fmt(zxid)} in epoch {epoch} after putting in force "
+                                   "a configuration in which it does not vote")
         prev = self.proposed.get(zxid)
         if prev is not None and prev != (digest, leader):
             self._fail("uniqueness", f"zxid {fmt(zxid)} proposed as {prev} and as {(digest, leader)}")
@@ -131,6 +148,37 @@ class Checker:
             k = self.G_index.get(base)
             if k is None or self.chains[k + 1] != base_chain:
                 self._fail("durability", f"leader {leader} of epoch {epoch} starts from a snapshot at {fmt(base)} that differs")
+
+    # -- configurations ------------------------------------------------------------------------
+
+    def committed_by(self, zxid: int, config: Membership | None, holders: set[int]) -> None:
+        """``zxid`` was just delivered for the first time; ``holders`` hold it durably."""
+        old = self.config
+        if old.voters and not old.is_quorum(holders):
+            self._fail("quorum", f"{fmt(zxid)} committed held by {sorted(holders)}, not a quorum of the "
+                                 f"configuration in force ({members_text(old.voters, old.observers)})")
+        if config is not None:
+            if not config.is_quorum(holders):
+                self._fail("quorum", f"reconfiguration {fmt(zxid)} committed held by {sorted(holders)}, not a "
+                                     f"quorum of the new configuration ({members_text(config.voters, config.observers)})")
+            self.config = config
+
+    def config_delivered(self, replica: int, zxid: int, config: Membership) -> None:
+        seen = self.configs.setdefault(zxid, config)
+        if not seen.same_members(config):
+            self._fail("config agreement", f"replica {replica} delivered configuration {fmt(zxid)} as "
+                                           f"{config.body()!r}, others as {seen.body()!r}")
+
+    def config_activated(self, replica: int, inc: int, epoch: int, version: int, members: str) -> None:
+        seen = self.configs.get(version)
+        if seen is not None and members_text(seen.voters, seen.observers) != members:
+            self._fail("config agreement", f"replica {replica} put configuration {version:x} in force as "
+                                           f"{members!r}, it was committed as {members_text(seen.voters, seen.observers)!r}")
+        voters = {int(x) for x in members.split("|")[0].split(",") if x.strip()}
+        if replica not in voters:
+            self.nonvoting[(replica, inc)] = epoch
+        else:
+            self.nonvoting.pop((replica, inc), None)
 
     def acked_unsafely(self, replica: int, what: str) -> None:
         self._fail("ack before durable", f"replica {replica} sent {what}")

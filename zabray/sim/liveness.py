@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 def heal_and_check_liveness(sim: Simulation) -> None:
     sim.heal()
     sim._log("FINAL: heal all, restart all")
-    for sid in sorted(set(sim.replicas) - sim.alive()):
+    for sid in sim.restartable():
         sim._start(sid)
     deadline = sim.ticks + sim.opt.liveness_ticks
     leader = None
@@ -37,7 +37,8 @@ def heal_and_check_liveness(sim: Simulation) -> None:
         sim._calm_round()
         zxid = sim.committed_at.get(sub) if sub is not None else None
         done = zxid is not None and all(
-            r.node is not None and r.node.applied >= zxid for r in sim.replicas.values())
+            r.node is not None and r.node.applied >= zxid for r in sim.replicas.values()
+            if not r.departed and r.incarnation >= 0)
     if not done:
         sim.checker._fail("liveness", f"no write committed on every replica within "
                           f"{sim.opt.liveness_ticks} ticks of healing")

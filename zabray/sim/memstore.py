@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from zabray.protocol.durable import DurableState
+from zabray.protocol.membership import Membership
 from zabray.protocol.messages import Txn
 from zabray.protocol.statemachine import Encoded, joined
 from zabray.protocol.zxid import ZERO, Zxid
@@ -25,6 +26,8 @@ class MemoryStore:
         self._volatile: list[tuple[str, object]] = []
         self.syncs = 0
         self.rejoining = False  # DiskStore.mark_rejoining: a wiped store, until currentEpoch > 0
+        self.config: Membership | None = None
+        self.left = False
 
     @property
     def dirty(self) -> bool:
@@ -39,6 +42,8 @@ class MemoryStore:
             self.snapshot,
             tuple(self.log),
             self.rejoining and self.current_epoch == 0,
+            self.config,
+            self.left,
         )
 
     def append(self, txns: Sequence[Txn]) -> None:
@@ -61,6 +66,9 @@ class MemoryStore:
 
     def write_current_epoch(self, epoch: int) -> None:
         self.current_epoch = epoch
+
+    def write_config(self, config: Membership, left: bool) -> None:
+        self.config, self.left = config, left
 
     def install_snapshot(self, zxid: Zxid, state: bytes) -> None:
         self.snapshot_zxid, self.snapshot = zxid, state

@@ -15,7 +15,10 @@ if TYPE_CHECKING:  # annotations only: `zabray` commands other than `sim` need n
     from zabray.protocol.node import Node
     from zabray.sim.checker import Violation
 
-FAULTS = ("crash", "partition", "break", "snapshot", "drop", "wipe")
+FAULTS = ("crash", "partition", "break", "snapshot", "drop", "wipe", "reconfig")
+"""``reconfig`` turns reconfiguration on: spare replicas join, and random steps add, remove and
+change the role of members (``zabray.sim.reconfig``). Off by default, so that every seed run
+without it keeps its schedule."""
 
 
 @dataclass
@@ -37,6 +40,8 @@ class SimOptions:
     """Makes the nth client request (default: a unique opaque value)."""
     app_factory: Callable[[], Any] | None = None
     """Makes each replica's state machine (default ``ValueLog``), e.g. ``zabray.tree.DataTree``."""
+    spares: int = 2
+    """With the ``reconfig`` fault: replicas beyond the static configuration that may join."""
     store_factory: Callable[[int], Any] | None = None
     """Makes a replica's store (default ``MemoryStore``). A store other than ``MemoryStore``
     (the on-disk one) must drop unsynced writes on ``close()``; the simulator then crashes a

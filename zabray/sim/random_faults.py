@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from zabray.protocol.events import SnapshotRequested
+from zabray.protocol.membership import Membership
+from zabray.sim import reconfig
 from zabray.sim.memstore import MemoryStore
 
 if TYPE_CHECKING:
@@ -18,7 +20,7 @@ def inject(sim: Simulation) -> None:
     opt = sim.opt
     rng = sim.rng
     alive = sorted(sim.alive())
-    dead = sorted(set(sim.replicas) - set(alive))
+    dead = sim.restartable()
     kinds = [f for f in opt.faults if f != "drop"]
     if not kinds:
         return
@@ -57,11 +59,18 @@ def inject(sim: Simulation) -> None:
         # As a careful operator would: only while the other voters that hold their data form a
         # quorum. Below that, a wiped voter waits for them for ever (rightly: they may hold
         # acknowledged writes nobody else has), and the run could not end with a leader.
+        config = sim.checker.config
         sid = rng.choice(sorted(sim.replicas))
-        whole = {s for s, r in sim.replicas.items() if s != sid and s in sim.cfg.voters
+        whole = {s for s, r in sim.replicas.items() if s != sid and not r.departed
                  and isinstance(r.store, MemoryStore) and not r.store.recover().rejoining}
-        if isinstance(sim.replicas[sid].store, MemoryStore) and sim.cfg.is_quorum(whole):
+        # A quorum of the committed configuration, and of any reconfiguration a replica holds
+        # that may yet commit (a leader will need both); an observer votes in neither.
+        voting = whole - config.observers
+        if (isinstance(sim.replicas[sid].store, MemoryStore) and all(c.is_quorum(voting) for c in configs_at_stake(sim))
+                and sid in config.sids and not sim.replicas[sid].departed):
             wipe(sim, sid)
+    elif kind == "reconfig":
+        reconfig.inject(sim)
     elif kind == "snapshot":
         if alive:
             sid = rng.choice(alive)
@@ -70,15 +79,36 @@ def inject(sim: Simulation) -> None:
             sim._step_node(sid, SnapshotRequested(), "snapshot request")
 
 
+def configs_at_stake(sim: Simulation) -> list[Membership]:
+    """The committed configuration, and every newer one in some replica's log or history."""
+    top = sim.checker.config
+    out = [top]
+    seen = {top.version}
+    for r in sim.replicas.values():
+        txns = r.node.history.configs if r.node is not None else []
+        logs = r.store.log if isinstance(r.store, MemoryStore) else []
+        for t in [*txns, *(t for t in logs if t.config is not None)]:
+            if t.config is not None and t.zxid > top.version and t.zxid not in seen:
+                seen.add(t.zxid)
+                out.append(t.config)
+    return out
+
+
 def wipe(sim: Simulation, sid: int) -> None:
     """Crash ``sid`` if it runs, throw its store away and start it on an empty one, as
     ``restart(fresh=True)`` does on a real ensemble: a wiped voter of several starts
     ``rejoining``."""
     if sim.replicas[sid].node is not None:
         sim._crash(sid)
+    old = sim.replicas[sid].store
+    if isinstance(old, MemoryStore):
+        sim.replicas[sid].lost.append(old)  # what it acknowledged before: it did hold it
     store = MemoryStore()
-    store.rejoining = sid in sim.cfg.voters and len(sim.cfg.voters) > 1
+    voters = sim.checker.config.voters
+    store.rejoining = sid in voters and len(voters) > 1
     sim.replicas[sid].store = store
+    if sim.reconfiguring:  # its static configuration may not list it: it joins again
+        sim.replicas[sid].joining = True
     sim.fault_counts["wipe"] += 1
     sim._log(f"WIPE {sid}")
     sim._start(sid, "restart-fresh")

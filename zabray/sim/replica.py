@@ -37,6 +37,11 @@ class SimReplica:
         self.decoding: DecodeSnapshot | None = None  # a SNAP being decoded, in slices
         self.resume = False  # the core yielded: step it with Resumed
         self.last_event = "start"
+        # Membership (``zabray.sim.reconfig``): started to join the ensemble (restarted so too),
+        # left it (a reconfiguration removed it: never restarted unless it joins again).
+        self.joining = False
+        self.departed = False
+        self.lost: list[MemoryStore] = []  # stores a wipe threw away (they held what they acked)
         # As a real replica's shell numbers its requests: from the same first id in every
         # incarnation, so a txn an earlier one forwarded may carry an id a later one reuses.
         self.core_rids: dict[int, int] = {}  # the core's request id -> the simulation's

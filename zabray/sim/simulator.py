@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from zabray.protocol.actions import (
     Close,
@@ -29,6 +31,7 @@ from zabray.protocol.actions import (
     Notify,
     Open,
     PersistAction,
+    Removed,
     Send,
     SessionsTouched,
     Trace,
@@ -46,8 +49,9 @@ from zabray.protocol.events import (
     Submit,
     Tick,
 )
-from zabray.protocol.executor import execute
+from zabray.protocol.executor import StopStep, execute
 from zabray.protocol.leader import Leader
+from zabray.protocol.membership import Membership
 from zabray.protocol.messages import Ack, AckEpoch, AckNewLeader, Message, PeerState
 from zabray.protocol.node import Node
 from zabray.protocol.protocol_config import ProtocolConfig
@@ -55,6 +59,7 @@ from zabray.protocol.statemachine import ValueLog
 from zabray.protocol.store import apply_one
 from zabray.protocol.zxid import fmt
 from zabray.sim import random_faults
+from zabray.sim import reconfig as sim_reconfig
 from zabray.sim.checker import Checker
 from zabray.sim.liveness import heal_and_check_liveness
 from zabray.sim.memstore import MemoryStore
@@ -81,7 +86,7 @@ class Simulation:
             self.net.drop_election = 0.05
         voters = frozenset(range(1, opt.voters + 1))
         observers = frozenset(range(opt.voters + 1, opt.voters + opt.observers + 1))
-        params = dict(
+        params: dict[str, Any] = dict(
             init_limit=10, sync_limit=5, ping_interval=1, finalize_wait=1, election_resend=2,
             election_resend_max=8, max_outstanding=self.rng.choice([1, 3, 10, 50]),
             diff_window=self.rng.choice([0, 2, 10, 1000]), diff_chunk=self.rng.choice([1, 3, 100]),
@@ -96,15 +101,22 @@ class Simulation:
         # delivers a long DIFF's (also from the seed).
         params["deliver_chunk"] = (2, 20, 1 << 30)[seed // 3 % 3]
         params.update(opt.config)
+        self.reconfiguring = "reconfig" in opt.faults
+        spares: list[int] = []
+        if self.reconfiguring:
+            params["reconfig_enabled"] = True
+            spares = list(range(opt.voters + opt.observers + 1, opt.voters + opt.observers + 1 + opt.spares))
+            params["servers"] = tuple((sid, sim_reconfig.address(sid)) for sid in sorted(voters | observers))
         self.cfg = ProtocolConfig(voters=voters, observers=observers, **params)
-        self.replicas = {sid: SimReplica(sid, opt.store_factory) for sid in sorted(self.cfg.members)}
-        self.checker = Checker()
+        self.replicas = {sid: SimReplica(sid, opt.store_factory) for sid in sorted(self.cfg.members) + spares}
+        self.checker = Checker(Membership.of(voters, observers, addresses=dict(self.cfg.servers)))
         self.want_timeline = timeline
         self.timeline: list[str] = []
         self.trace_writer = trace_writer
         self._partition: tuple[str, float] | None = None  # (groups, start) of the current partition
         self.step_no = 0
         self.ticks = 0
+        self.reconfig_requests: set[int] = set()
         self.next_request = 1
         self.pending_requests: dict[tuple[int, int], bytes] = {}
         self.invoked: dict[tuple[int, int], float] = {}
@@ -112,8 +124,8 @@ class Simulation:
         self.crash_points: Counter[str] = Counter()
         self.fault_counts: Counter[str] = Counter()
         self.stats: Counter[str] = Counter()
-        self.max_crashed = opt.max_crashed if opt.max_crashed is not None else len(self.replicas)
-        for sid in self.replicas:
+        self.max_crashed = opt.max_crashed if opt.max_crashed is not None else len(self.cfg.members)
+        for sid in self.cfg.members:
             self._start(sid)
 
     # -- bookkeeping ---------------------------------------------------------------------------
@@ -125,13 +137,21 @@ class Simulation:
     def alive(self) -> set[int]:
         return {s for s, r in self.replicas.items() if r.node is not None}
 
+    def restartable(self) -> list[int]:
+        """Replicas down that a restart brings back: every one started before (one that left
+        the ensemble finds that out and serves nothing); not a spare never started."""
+        return sorted(s for s, r in self.replicas.items() if r.node is None and r.incarnation >= 0)
+
     def _start(self, sid: int, fault: str = "restart") -> None:
         r = self.replicas[sid]
         r.incarnation += 1
         durable = r.store.recover()
         factory = self.opt.node_factory or Node
         app = self.opt.app_factory() if self.opt.app_factory else None
-        r.node = factory(sid, self.cfg, durable, incarnation=r.incarnation, app=app)
+        if r.joining:
+            r.node = factory(sid, self.cfg, durable, incarnation=r.incarnation, app=app, join=True)
+        else:
+            r.node = factory(sid, self.cfg, durable, incarnation=r.incarnation, app=app)
         r.pending.clear()
         r.encoding = r.decoding = None
         r.resume = False
@@ -158,6 +178,8 @@ class Simulation:
             unsynced.append("durable-not-acknowledged")
         role = {PeerState.LEADING: "leader", PeerState.FOLLOWING: "follower",
                 PeerState.OBSERVING: "observer", PeerState.LOOKING: "looking"}[node.state]
+        if r.departed:
+            role = "departed"
         point = f"{role}/{node.role.phase}/after {r.last_event}/" + (",".join(unsynced) or "clean")
         self.crash_points[point] += 1
         if isinstance(r.store, MemoryStore):
@@ -186,7 +208,10 @@ class Simulation:
         node = r.node
         assert node is not None
         r.last_event = label
-        execute(node.step(event), SimEffects(self, sid, r))
+        try:
+            execute(node.step(event), SimEffects(self, sid, r))
+        except StopStep:  # it left the ensemble: nothing more of this step happens
+            pass
 
     # -- what the executor asks of the simulation (``SimEffects``) ---------------------------------
 
@@ -204,8 +229,43 @@ class Simulation:
 
     def _delivered(self, sid: int, r: SimReplica, a: Deliver) -> None:
         txn = a.txn
+        first = txn.zxid not in self.checker.G_index
         self.checker.delivered(sid, r.incarnation, txn.zxid, trace.digest(txn.value), txn.value)
+        if txn.config is not None:
+            self.checker.config_delivered(sid, txn.zxid, txn.config)
+            self.stats["reconfigs"] += first
+        if first and txn.zxid in self.checker.G_index:
+            self.checker.committed_by(txn.zxid, txn.config, self._holders(txn.zxid))
         self.stats["deliveries"] += 1
+
+    def _holders(self, z: int) -> set[int]:
+        """Replicas whose store holds ``z`` durably (in the synced log, or under a snapshot), or
+        held it before a wipe threw that store away (an acknowledgement sent before the wipe
+        counted, rightly)."""
+        out = set()
+        for sid, r in self.replicas.items():
+            if not isinstance(r.store, MemoryStore):
+                return set(self.replicas)  # the on-disk store: not judged here
+            for st in (r.store, *r.lost):
+                if st.snapshot_zxid >= z:
+                    out.add(sid)
+                    break
+                log = st.log
+                i = bisect_left(log, z, key=lambda t: t.zxid)
+                if i < len(log) and log[i].zxid == z:
+                    out.add(sid)
+                    break
+        return out
+
+    def _depart(self, sid: int, r: SimReplica, a: Removed) -> None:
+        """``sid`` left the ensemble (its ``WriteConfig`` is durable): it serves nothing more
+        but goes on telling looking replicas its configuration (``Departed``); a restart finds
+        it left and does the same. It joins again only if started to join."""
+        if not r.departed:
+            self._log(f"DEPART {sid} (configuration {a.version:x} removed it)")
+            self.fault_counts["departed"] += 1
+        r.departed = True
+        r.joining = False
 
     def _reply(self, sid: int, r: SimReplica, a: Committed | Failed | SessionsTouched) -> None:
         """A client's outcome; the broadcast simulation has no session tracker for touches."""
@@ -215,6 +275,8 @@ class Simulation:
                 value = self.pending_requests.pop((sid, rid), None) if rid is not None else None
                 if value is not None:
                     assert rid is not None
+                    if rid in self.reconfig_requests:
+                        self.fault_counts["reconfig-committed"] += 1
                     self.committed_at[(sid, rid)] = a.zxid
                     self._client_row(sid, rid, value, "ok", a.zxid)
                     # (With an app, what commits is what the app made of the request: no digest.)
@@ -227,6 +289,10 @@ class Simulation:
                 value = self.pending_requests.pop((sid, rid), None) if rid is not None else None
                 if value is not None:
                     assert rid is not None
+                    if rid in self.reconfig_requests:
+                        why = a.reason.partition(":")[0] if not a.uncertain else "uncertain"
+                        self.fault_counts["reconfig-" + (why if why.isupper() else "failed")] += 1
+                        self._log(f"  client@{sid} reconfiguration request {rid}: {a.reason}")
                     self._client_row(sid, rid, value, "unknown" if a.uncertain else "failed", None)
             case SessionsTouched():
                 pass
@@ -294,7 +360,7 @@ class Simulation:
         node = r.node
         assert node is not None
         if isinstance(rec, trace.Proposed):
-            self.checker.proposed_txn(sid, rec.epoch, rec.zxid, rec.digest)
+            self.checker.proposed_txn(sid, rec.epoch, rec.zxid, rec.digest, r.incarnation)
             self.stats["proposals"] += 1
         elif isinstance(rec, trace.SnapshotInstalled):
             app = node.app
@@ -310,6 +376,9 @@ class Simulation:
             self._log(f"  {sid} ESTABLISHED epoch {rec.epoch} with history through {fmt(rec.zxid)}")
         elif isinstance(rec, trace.StateChange):
             self._log(f"  {sid} -> {rec.state} epoch {rec.epoch} leader {rec.leader}")
+        elif isinstance(rec, trace.ConfigActivated):
+            self.checker.config_activated(sid, r.incarnation, rec.epoch, rec.zxid, rec.members)
+            self._log(f"  {sid} config {rec.zxid:x} in force: {rec.members}")
         if self.trace_writer is not None:
             self.trace_writer(trace.row(rec, run=f"sim-{self.seed}", src=f"replica-{sid}",
                                         replica=sid, inc=r.incarnation, t=self._now()))
@@ -605,6 +674,8 @@ def _show(msg: Message) -> str:
     for f in dataclasses.fields(msg):  # type: ignore[arg-type]
         name = f.name
         v = getattr(msg, name)
+        if name == "config" and not v:
+            continue  # (no configuration: shown as before reconfiguration existed)
         if name == "txn":
             v = f"{fmt(v.zxid)}"
         elif name == "txns":
@@ -663,6 +734,9 @@ class SimEffects:
 
     def resume(self, a: Yield) -> None:
         self.r.resume = True
+
+    def removed(self, a: Removed) -> None:
+        self.sim._depart(self.sid, self.r, a)
 
 
 def run_seed(seed: int, options: SimOptions | None = None, *, timeline: bool = False) -> SimResult:

@@ -18,6 +18,9 @@ Kinds and what they promise:
 ``snapshot``   ``replica`` holds the state through ``zxid`` without delivering each txn: it
                installed a SNAP from its leader, or this incarnation started from its own
                snapshot; its deliveries go on after ``zxid``.
+``config``     ``replica`` put the configuration of version ``zxid`` in force (it delivered the
+               reconfiguration txn ``zxid``, installed a SNAP, or learned it from a peer):
+               ``members`` lists its voters, then its observers (``"1,2,3 | 4"``).
 ``client``     one client operation: ``session``, ``op``, ``path``, ``invoke_t``,
                ``complete_t``, ``outcome`` (ok/failed/unknown), ``zxid`` (the zxid it wrote, or
                the zxid its read saw), ``digest`` of the value written.
@@ -72,7 +75,7 @@ SCHEMA: tuple[tuple[str, str, str], ...] = (
     ("replica", "int", "replica sid (-1 when not a replica)"),
     ("inc", "int", "incarnation of the replica (restarts so far)"),
     ("t", "double", "time: seconds (real runs) or ticks (simulation)"),
-    ("kind", "string", "state | established | propose | deliver | snapshot | client | fault | message"),
+    ("kind", "string", "state | established | propose | deliver | snapshot | config | client | fault | message"),
     ("epoch", "long", "epoch"),
     ("zxid", "long", "zxid (epoch << 32 | counter)"),
     ("digest", "string", "hex digest of the value"),
@@ -92,6 +95,7 @@ SCHEMA: tuple[tuple[str, str, str], ...] = (
     ("msg", "string", "message: the packet's protocol NAME (PROPOSAL, NEWLEADER, ...)"),
     ("peer", "int", "message: the replica at the other end of the channel"),
     ("phase", "string", "message: the replica's phase (discovery | synchronization | broadcast)"),
+    ("members", "string", "config: its voters | its observers, e.g. '1,2,3 | 4'"),
 )
 COLUMNS = tuple(c for c, _, _ in SCHEMA)
 
@@ -143,6 +147,19 @@ class SnapshotInstalled:
     epoch: int
     zxid: int
     kind: str = "snapshot"
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigActivated:
+    epoch: int
+    zxid: int
+    members: str
+    kind: str = "config"
+
+
+def members_text(voters: object, observers: object) -> str:
+    """``"1,2,3 | 4"``: a configuration's voters, then its observers, as the trace writes them."""
+    return ",".join(map(str, sorted(voters))) + " | " + ",".join(map(str, sorted(observers)))  # type: ignore[call-overload]
 
 
 @dataclass(frozen=True, slots=True)
