@@ -41,6 +41,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from zabray.errors import ProtocolError, ReconfigError
+from zabray.protocol import leader_reconfig as reconfig
 from zabray.protocol.actions import (
     AppendTxns,
     Close,
@@ -51,7 +52,7 @@ from zabray.protocol.actions import (
     WriteCurrentEpoch,
 )
 from zabray.protocol.events import ChannelId
-from zabray.protocol.membership import ConfigChange, Membership, next_membership
+from zabray.protocol.membership import ConfigChange, Membership
 from zabray.protocol.messages import (
     Ack,
     AckEpoch,
@@ -412,25 +413,7 @@ class Leader(Role):
     # -- reconfiguration -------------------------------------------------------------------------
 
     def _decide(self, change: ConfigChange) -> Membership:
-        """ZooKeeper 3.8's checks of a reconfiguration, in its order; the next configuration
-        (version 0: its txn's zxid becomes it), or ``ReconfigError``. No side effects: the state
-        machine may still refuse the request after this (an ACL)."""
-        n = self.node
-        if not n.cfg.reconfig_enabled:
-            raise ReconfigError("RECONFIG_DISABLED", "reconfiguration is disabled (reconfig_enabled is off)")
-        if any(t.zxid > self.committed for t in n.history.configs):
-            raise ReconfigError("RECONFIG_IN_PROGRESS", "another reconfiguration is in progress")
-        current = n.config
-        if change.from_version != -1 and change.from_version != current.version:
-            raise ReconfigError("BAD_VERSION", f"Reconfiguration from version {change.from_version:x} failed -- "
-                                               f"last seen version is {current.version:x}")
-        new = next_membership(current, change)
-        synced = {s for s, h in self.learners.items() if h.stage == Stage.ACTIVE and not h.observer
-                  and n.now - h.heard <= n.cfg.sync_limit}
-        if not new.is_quorum(synced | {n.sid}):
-            raise ReconfigError("NEW_CONFIG_NO_QUORUM", "Reconfig failed - there must be a connected and synced "
-                                                        "quorum in new configuration")
-        return new
+        return reconfig.decide(self, change)
 
     def _refuse(self, origin: int, request_id: int, e: ReconfigError) -> None:
         n = self.node
@@ -443,17 +426,7 @@ class Leader(Role):
             self._send(h, Refused(request_id, str(e)))
 
     def _designate(self, txn: Txn) -> int:
-        """ZooKeeper's designated leader for the configuration ``txn`` makes: this leader if it
-        is a voter of it, else the voter of it with the most acknowledged (a quorum of its voters
-        acknowledged ``txn``: one exists)."""
-        n = self.node
-        config = txn.config
-        assert config is not None
-        if n.sid in config.voters:
-            return n.sid
-        best = [(h.acked, -h.sid) for h in self.learners.values()
-                if h.stage == Stage.ACTIVE and not h.observer and h.sid in config.voters and h.acked >= txn.zxid]
-        return -max(best)[1] if best else -1
+        return reconfig.designate(self, txn)
 
     def _step_aside(self, designated: int) -> None:
         """Commit nothing more: the next leader takes over (see the module doc)."""
@@ -477,24 +450,10 @@ class Leader(Role):
     # -- commits ---------------------------------------------------------------------------------
 
     def _point(self, config: Membership, acks: dict[int, Zxid]) -> Zxid:
-        """The highest zxid a quorum of ``config``'s voters holds durably (ZERO if none)."""
-        got = sorted([z for s, z in acks.items() if s in config.voters], reverse=True)
-        return got[config.quorum - 1] if len(got) >= config.quorum else ZERO
+        return reconfig.point(config, acks)
 
     def _commit_point(self) -> Zxid:
-        """The highest zxid every configuration that must agree on it has a quorum for: the
-        oldest for everything, and each newer one (a reconfiguration in progress, or one put in
-        force but not yet durable) for every txn from its own on."""
-        n = self.node
-        acks = {s: h.acked for s, h in self.learners.items() if not h.observer and h.stage == Stage.ACTIVE}
-        acks[n.sid] = self.self_acked
-        configs = n.quorum_configs()
-        point = self._point(configs[0], acks)
-        for c in configs[1:]:
-            if point < c.version:
-                break
-            point = max(Zxid(c.version - 1), min(point, self._point(c, acks)))
-        return point
+        return reconfig.commit_point(self)
 
     def _advance_commit(self) -> None:
         n = self.node

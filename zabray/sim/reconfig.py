@@ -13,11 +13,13 @@ Every address is made up (``address``): the simulated network routes by sid.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import TYPE_CHECKING
 
 from zabray.protocol.events import SubmitReconfig
 from zabray.protocol.membership import OBSERVER, PARTICIPANT, ConfigChange, Membership
 from zabray.protocol.role import Phase
+from zabray.sim.memstore import MemoryStore
 
 if TYPE_CHECKING:
     from zabray.sim.simulator import Simulation
@@ -106,3 +108,23 @@ def submit(sim: Simulation, at: int, change: ConfigChange, what: str) -> int:
     r.core_rids[core_rid] = rid
     sim._step_node(at, SubmitReconfig(core_rid, value), "reconfig request")
     return rid
+
+
+def holders(sim: Simulation, z: int) -> set[int]:
+    """Replicas whose store holds ``z`` durably (in the synced log, or under a snapshot), or held
+    it before a wipe threw that store away (an acknowledgement sent before the wipe counted,
+    rightly): what the checker's quorum rule counts when ``z`` is first delivered."""
+    out = set()
+    for sid, r in sim.replicas.items():
+        if not isinstance(r.store, MemoryStore):
+            return set(sim.replicas)  # the on-disk store: not judged here
+        for st in (r.store, *r.lost):
+            if st.snapshot_zxid >= z:
+                out.add(sid)
+                break
+            log = st.log
+            i = bisect_left(log, z, key=lambda t: t.zxid)
+            if i < len(log) and log[i].zxid == z:
+                out.add(sid)
+                break
+    return out

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -235,27 +234,8 @@ class Simulation:
             self.checker.config_delivered(sid, txn.zxid, txn.config)
             self.stats["reconfigs"] += first
         if first and txn.zxid in self.checker.G_index:
-            self.checker.committed_by(txn.zxid, txn.config, self._holders(txn.zxid))
+            self.checker.committed_by(txn.zxid, txn.config, sim_reconfig.holders(self, txn.zxid))
         self.stats["deliveries"] += 1
-
-    def _holders(self, z: int) -> set[int]:
-        """Replicas whose store holds ``z`` durably (in the synced log, or under a snapshot), or
-        held it before a wipe threw that store away (an acknowledgement sent before the wipe
-        counted, rightly)."""
-        out = set()
-        for sid, r in self.replicas.items():
-            if not isinstance(r.store, MemoryStore):
-                return set(self.replicas)  # the on-disk store: not judged here
-            for st in (r.store, *r.lost):
-                if st.snapshot_zxid >= z:
-                    out.add(sid)
-                    break
-                log = st.log
-                i = bisect_left(log, z, key=lambda t: t.zxid)
-                if i < len(log) and log[i].zxid == z:
-                    out.add(sid)
-                    break
-        return out
 
     def _depart(self, sid: int, r: SimReplica, a: Removed) -> None:
         """``sid`` left the ensemble (its ``WriteConfig`` is durable): it serves nothing more
