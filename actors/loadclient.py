@@ -143,7 +143,7 @@ class LoadClient:
                 zxid, outcome = None, "ok"
                 try:
                     zxid = await asyncio.wait_for(self._op(slot, is_read, value), self.timeout)
-                except (UncertainOutcomeError, NoQuorumError, asyncio.TimeoutError, ConnectionError):
+                except (TimeoutError, UncertainOutcomeError, NoQuorumError, ConnectionError):
                     outcome = "unknown" if not is_read else "failed"
                 except ZabError as e:
                     outcome = "unknown" if type(e).__name__ == "ConnectionLossError" and not is_read else "failed"

@@ -13,11 +13,11 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.polling import wait_until
 from zabray.driver.rayhead import _running
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -38,10 +38,8 @@ def free_port() -> int:
 
 
 def wait_status(name: str, env: dict[str, str], want: int = 0, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while run("status", "--name", name, env=env, check=None).returncode != want:
-        assert time.monotonic() < deadline, f"status of {name} never returned {want}"
-        time.sleep(0.2)
+    wait_until(lambda: run("status", "--name", name, env=env, check=None).returncode == want, timeout,
+               f"`zabray status --name {name}` to exit {want}", interval=0.2)
 
 
 def processes_naming(text: str) -> dict[int, str]:
