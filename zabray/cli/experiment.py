@@ -8,8 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import yaml
-
+from zabray import yamlfile
 from zabray.cli import common
 from zabray.errors import ConfigError
 
@@ -47,7 +46,7 @@ def _overrides(items: list[str]) -> dict[str, Any]:
         key, eq, value = item.partition("=")
         if not eq or not key:
             raise ConfigError(f"--set {item!r}: write KEY=VALUE, e.g. --set duration=2")
-        out[key] = yaml.safe_load(value)
+        out[key] = yamlfile.loads(value, f"--set {key}")
     return out
 
 

@@ -21,6 +21,7 @@ from actors.faults import FaultInjector
 from actors.names import NAMESPACE, controller_name, ensemble_of, injector_name
 from actors.session_actor import SessionActor
 from storage.diskview import read_disk
+from zabray import yamlfile
 from zabray.client.broadcast import EnsembleClient, LoopThread, as_value
 from zabray.client.session import Session
 from zabray.config import EnsembleConfig
@@ -370,9 +371,7 @@ class Ensemble(HoldControl):
                      wait: bool = True, timeout: float = 600) -> dict[str, Any]:
         """Run a fault schedule (a YAML path or mapping). Returns its progress: with ``wait``, once
         it has finished, healed everything and restarted every replica that was down."""
-        import yaml
-
-        data = schedule if isinstance(schedule, dict) else yaml.safe_load(Path(schedule).read_text())
+        data = schedule if isinstance(schedule, dict) else yamlfile.load(schedule, "schedule file")
         plan = self._inject("run_schedule", data, seed)
         if not wait:
             return {"plan": plan}

@@ -26,7 +26,7 @@ import yaml
 
 from actors.loadclient import CpuProbe, LoadClient
 from actors.names import NAMESPACE
-from zabray import pipeline
+from zabray import pipeline, yamlfile
 from zabray.driver.ensemble import Ensemble
 from zabray.driver.raylink import init_ray
 from zabray.errors import ConfigError, ZabError
@@ -463,7 +463,7 @@ def load_results(run_dir: str | os.PathLike[str]) -> ExperimentResult:
     d = Path(run_dir)
     if not (d / "results.parquet").exists():
         raise ConfigError(f"{d} holds no results.parquet; is it an experiment's run directory?")
-    exp = Experiment.from_dict(yaml.safe_load((d / "experiment.yaml").read_text()))
+    exp = Experiment.from_dict(yamlfile.load(d / "experiment.yaml", "saved experiment"))
     df = pd.read_parquet(d / "results.parquet")
     tl = pd.read_parquet(d / "timeline.parquet")
     mk = pd.read_parquet(d / "marks.parquet") if (d / "marks.parquet").exists() else pd.DataFrame()
