@@ -37,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="load a running ensemble (zabray up --name NAME) instead of starting one per size")
     v.add_argument("--no-progress", action="store_true")
     v.add_argument("--actor-bars", action="store_true", help="also a Ray tqdm bar inside each client actor")
+    v.add_argument("--keep-data", action="store_true",
+                   help="keep the replicas' data directories (deleted by default: each ensemble preallocates "
+                        "hundreds of MB of log); results and traces are kept either way")
     v.set_defaults(func=lambda a: common.guard(_run, a))
 
 
@@ -83,7 +86,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.ensemble is not None:
         common.require_cluster(common.address_of(args))
     res = run(exp, address=args.address, out=args.out, progress=not args.no_progress,
-              ensemble=args.ensemble, actor_bars=args.actor_bars)
+              ensemble=args.ensemble, actor_bars=args.actor_bars, keep_data=args.keep_data)
     import pandas as pd
 
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.precision", 2):

@@ -36,8 +36,8 @@ from zabray.replay.crashpoints import crash_points as crash_points_of
 from zabray.replay.holds import HoldControl
 
 if TYPE_CHECKING:
-    from zabray.client.session import Session
     from storage.diskview import DiskView
+    from zabray.client.session import Session
 
 log = logging.getLogger(__name__)
 
