@@ -60,8 +60,8 @@ def test_leader_kill_on_a_running_ensemble_via_the_cli(ray_local: None, tmp_path
         ens.stop()
 
 
-def test_an_experiment_deletes_the_replica_data_it_made_and_keeps_its_results(  # noqa: F811
-        ray_local: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_experiment_deletes_the_replica_data_it_made_and_keeps_its_results(
+        ray_local: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
     exp = tmp_path / "tiny.yaml"
     exp.write_text("name: tiny\nservice: broadcast\nvoters: 3\nclients: 1\nin_flight: 2\nwarmup: 0.2\n"
                    "duration: 1.0\n")
