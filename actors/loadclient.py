@@ -57,7 +57,7 @@ class LoadClient:
         self.ensemble = ensemble
         self.addresses = {int(s): (a[0], int(a[1])) for s, a in addresses.items()}
         self.service = service
-        self.secret = secret  # the ensemble's secret, handed over through Ray (trusted, as the README says)
+        self.secret = secret  # the ensemble's secret, handed over through Ray (trusted, as docs/security.md says)
         self.config = config or {}
         self.timeout = timeout
         self.rng = random.Random(seed * 7919 + index)
