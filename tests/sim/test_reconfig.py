@@ -92,24 +92,46 @@ def _write(sim: Simulation) -> None:
     assert sim.settle(lambda: (lead, rid) in sim.committed_at)
 
 
-def test_growing_3_to_5_syncs_the_new_voters_before_they_count() -> None:
+def test_a_new_configuration_needs_a_synced_quorum_of_its_own() -> None:
+    """Replacing two of three voters by two joiners: refused (NEW_CONFIG_NO_QUORUM) until the
+    joiners are synced, as non-voting followers; then committed, and the leader's quorum is
+    the new one's. (ZooKeeper's rule: a quorum of the new configuration connected and synced.)"""
     sim = _quiet()
     for _ in range(5):
         _write(sim)
     reconfig.join(sim, 4)
     reconfig.join(sim, 5)
-    # Not yet synced: the leader refuses (a quorum of the new configuration must be synced).
     lead = sim.leader()
     assert lead is not None
-    rid = reconfig.submit(sim, lead, ConfigChange(joining=f"{reconfig.spec(4, 'participant')},"
-                                                          f"{reconfig.spec(5, 'participant')}"), "early")
+    keep = max(s for s in (1, 2, 3) if s != lead)  # the leader goes too: a hand-over
+    gone = sorted({1, 2, 3} - {keep})
+    change = ConfigChange(leaving=",".join(map(str, gone)),
+                          joining=f"{reconfig.spec(4, 'participant')},{reconfig.spec(5, 'participant')}")
+    rid = reconfig.submit(sim, lead, change, "early")  # 4 and 5 have not even connected
     sim.settle(lambda: (lead, rid) not in sim.pending_requests)
     assert sim.fault_counts["reconfig-NEW_CONFIG_NO_QUORUM"] == 1
     assert sim.settle(lambda: _synced(sim, 4) and _synced(sim, 5))
-    z = _reconfigure(sim, ConfigChange(joining=f"{reconfig.spec(4, 'participant')},{reconfig.spec(5, 'participant')}"))
-    assert sim.settle(lambda: all(sim.node(s).config.version == z for s in range(1, 6)))
-    for s in range(1, 6):
-        assert sim.node(s).config.voters == {1, 2, 3, 4, 5}
+    z = _reconfigure(sim, change)
+    assert sim.settle(lambda: sim.leader() in (keep, 4, 5) and all(sim.replicas[s].departed for s in gone))
+    for s in (keep, 4, 5):
+        assert sim.node(s).config.version == z and sim.node(s).config.voters == {keep, 4, 5}
+    _write(sim)
+    assert sim.finish().ok
+
+
+def test_growing_3_to_5_and_back() -> None:
+    sim = _quiet()
+    _write(sim)
+    reconfig.join(sim, 4)
+    reconfig.join(sim, 5)
+    assert sim.settle(lambda: _synced(sim, 4) and _synced(sim, 5))
+    grow = _reconfigure(sim, ConfigChange(joining=f"{reconfig.spec(4, 'participant')},"
+                                                  f"{reconfig.spec(5, 'participant')}"))
+    assert sim.settle(lambda: all(sim.node(s).config.version == grow for s in range(1, 6)))
+    _write(sim)
+    shrink = _reconfigure(sim, ConfigChange(leaving="4,5"))
+    assert sim.settle(lambda: all(sim.node(s).config.version == shrink for s in range(1, 4))
+                      and sim.replicas[4].departed and sim.replicas[5].departed)
     _write(sim)
     assert sim.finish().ok
 
