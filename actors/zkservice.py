@@ -12,7 +12,7 @@ from actors import gc_policy
 from actors.services import ServiceConn
 from zabray.config import EnsembleConfig
 from zabray.protocol.actions import Committed, Deliver, Failed, Outcome, SessionsTouched
-from zabray.protocol.events import Event, Submit, TouchSessions
+from zabray.protocol.events import Event, Submit, SubmitReconfig, TouchSessions
 from zabray.tree import DataTree
 from zabray.wire import bespoke
 from zabray.wire import clientproto as cp
@@ -66,7 +66,8 @@ class ZooKeeperService:
             t = type(a)
             if t is zm.SubmitTxn:
                 self.stats["submitted"] += 1
-                events.append(Submit(a.rid, a.request))  # type: ignore[attr-defined]
+                sub = SubmitReconfig if a.reconfig else Submit  # type: ignore[attr-defined]
+                events.append(sub(a.rid, a.request))  # type: ignore[attr-defined]
             elif t is zm.ReportTouches:
                 events.append(TouchSessions(a.sessions))  # type: ignore[attr-defined]
             elif t is zm.CloseConn:

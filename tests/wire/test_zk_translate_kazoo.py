@@ -22,6 +22,8 @@ def test_auth_scheme_with_kazoo_null_id_is_the_empty_id() -> None:
     assert isinstance(op, zm.Create) and op.acl == ((31, "auth", ""),)
 
 
-def test_reconfig_is_disabled_not_a_dropped_connection() -> None:
+def test_kazoo_reconfig_requests_reach_the_service_field_for_field() -> None:
     op = to_op(_decode(4, Reconfig(None, "3", None, -1)))
-    assert isinstance(op, zm.Unimplemented) and "reconfig" in op.what and op.code == "RECONFIG_DISABLED"
+    assert op == zm.Reconfig(None, "3", None, -1)
+    join = "server.100=0.0.0.0:1234:2345:observer;0.0.0.0:3456"
+    assert to_op(_decode(5, Reconfig(join, None, None, 0x100000004))) == zm.Reconfig(join, None, None, 0x100000004)

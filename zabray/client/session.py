@@ -26,7 +26,7 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -137,10 +137,10 @@ def _op_wire(op: Any) -> list[Any]:
 
 def _request(xid: int, op: zm.ClientOp) -> cp.ZkReq:
     match op:
-        case zm.Connect(sid, timeout, last, w, _, since):
+        case zm.Connect(sid, timeout, last, w, _, since, creds):
             return cp.ZkReq(xid, "connect", [sid, timeout, last, {"data": list(w.data), "exist": list(w.exist),
                                                                     "child": list(w.child)},
-                                             last if since is None else since])
+                                             last if since is None else since, [list(c) for c in creds]])
         case zm.Ping():
             return cp.ZkReq(xid, "ping", [])
         case zm.GetData(path, watch):
@@ -155,6 +155,8 @@ def _request(xid: int, op: zm.ClientOp) -> cp.ZkReq:
             return cp.ZkReq(xid, "multi", [_op_wire(o) for o in ops])
         case zm.CloseSession():
             return cp.ZkReq(xid, "close", [])
+        case zm.Reconfig(joining, leaving, members, version):
+            return cp.ZkReq(xid, "reconfig", [joining, leaving, members, version])
         case _:
             kind, args = _op_wire(op)
             return cp.ZkReq(xid, kind, args)
@@ -229,7 +231,7 @@ class _Shell:
     def __init__(self, ensemble: str, addresses: dict[int, tuple[str, int]], timeout_ms: int,
                  refresh: Callable[[], dict[int, tuple[str, int]]] | None,
                  on_event: Callable[[list[Callback], WatchedEvent | None], None], prefer: int | None,
-                 ssl: Any = None) -> None:
+                 ssl: Any = None, credentials: tuple[tuple[str, bytes], ...] = ()) -> None:
         self.ensemble = ensemble
         self.ssl = ssl
         self.addresses = dict(addresses)
@@ -237,7 +239,7 @@ class _Shell:
         self.on_event = on_event
         replicas = sorted(self.addresses)
         random.shuffle(replicas)  # spread sessions over the replicas
-        self.core = cs.ClientSession(replicas, timeout_ms, _now_ms(), prefer=prefer)
+        self.core = cs.ClientSession(replicas, timeout_ms, _now_ms(), prefer=prefer, credentials=credentials)
         self.protos: dict[int, _Proto] = {}
         self.calls: dict[int, tuple[cf.Future[Any], Callback | None]] = {}
         self.watch_cbs: dict[int, Callback] = {}
@@ -394,7 +396,12 @@ class Session:
 
     def __init__(self, ensemble: str, addresses: dict[int, tuple[str, int]], *, timeout: float = 10.0,
                  refresh: Callable[[], dict[int, tuple[str, int]]] | None = None,
-                 connect_timeout: float = 30.0, replica: int | None = None, ssl: Any = None) -> None:
+                 connect_timeout: float = 30.0, replica: int | None = None, ssl: Any = None,
+                 auth: Sequence[tuple[str, str | bytes]] = ()) -> None:
+        """``auth``: (scheme, credential) pairs the session authenticates with on every replica
+        it connects to, as ZooKeeper's ``addAuth`` (``("digest", "user:password")``; the
+        superuser's credential when ``zk_super_digest`` names it)."""
+        creds = tuple((str(s), c.encode() if isinstance(c, str) else bytes(c)) for s, c in auth)
         if not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
         self._lt = _loop_thread()
@@ -412,7 +419,7 @@ class Session:
             self._events.put((cbs, ev))
 
         async def make() -> tuple[_Shell, asyncio.Future[None]]:
-            shell = _Shell(ensemble, addresses, int(timeout * 1000), refresh, on_event, replica, ssl)
+            shell = _Shell(ensemble, addresses, int(timeout * 1000), refresh, on_event, replica, ssl, creds)
             return shell, shell.start()
 
         self._shell, first = self._lt.run(make())
@@ -571,6 +578,22 @@ class Session:
 
     async def multi_async(self, *ops: Create | Delete | SetData | Check) -> list[Any]:
         return await self._arun(_multi_ops(ops), _multi_result)
+
+    def reconfig(self, joining: str | None = None, leaving: str | None = None, members: str | None = None,
+                 from_config: int = -1) -> tuple[bytes, Stat]:
+        """ZooKeeper's reconfig (kazoo's ``reconfig``): add ``joining`` server specs
+        (``server.N=host:quorum:election[:role];clientport``, comma-separated) and remove
+        ``leaving`` sids, or replace everyone with ``members``; only if the configuration's
+        version is ``from_config`` (-1: any). Returns /zookeeper/config's new data and Stat; a
+        refusal raises its typed error (NoAuthError without the superuser's credential or WRITE
+        on /zookeeper/config; BadVersionError, BadArgumentsError, ...)."""
+        op = zm.Reconfig(joining, leaving, members, int(from_config))
+        return self._run(op, lambda v, z: (v[0], Stat(*v[1])))
+
+    async def reconfig_async(self, joining: str | None = None, leaving: str | None = None,
+                             members: str | None = None, from_config: int = -1) -> tuple[bytes, Stat]:
+        op = zm.Reconfig(joining, leaving, members, int(from_config))
+        return await self._arun(op, lambda v, z: (v[0], Stat(*v[1])))
 
     def close(self) -> None:
         """End the session: its ephemerals are deleted, its watches dropped."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zabray.protocol.actions import Committed, Deliver, Failed, SessionsTouched
-from zabray.protocol.events import Event, Submit, TouchSessions
+from zabray.protocol.events import Event, Submit, SubmitReconfig, TouchSessions
 from zabray.protocol.messages import PeerState
 from zabray.protocol.role import Phase
 from zabray.sim.replica import SimReplica
@@ -192,7 +192,8 @@ class ZkSimulation(Simulation):
         for a in actions:
             match a:
                 case zm.SubmitTxn():
-                    self._coreq.append((sid, Submit(a.rid, a.request), "client request"))
+                    sub = SubmitReconfig if a.reconfig else Submit
+                    self._coreq.append((sid, sub(a.rid, a.request), "client request"))
                 case zm.ReportTouches():
                     self._coreq.append((sid, TouchSessions(a.sessions), "touches"))
                 case zm.CloseConn():

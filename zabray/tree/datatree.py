@@ -18,7 +18,9 @@ import msgpack
 
 from zabray.errors import CorruptionError
 from zabray.fastinit import fast_inits
+from zabray.protocol.membership import Membership
 from zabray.protocol.messages import Txn
+from zabray.protocol.statemachine import Decide
 from zabray.tree import acl as acls
 from zabray.tree import quotas
 from zabray.tree.errors import (
@@ -39,6 +41,7 @@ from zabray.tree.ops import (
     ErrorTxn,
     MultiTxn,
     OpCode,
+    ReconfigTxn,
     SetACLTxn,
     SetDataTxn,
     SyncTxn,
@@ -83,6 +86,7 @@ _OP_OF: dict[type, OpCode] = {
     SyncTxn: OpCode.SYNC,
     SetACLTxn: OpCode.SET_ACL,
     DeleteContainerTxn: OpCode.DELETE_CONTAINER,
+    ReconfigTxn: OpCode.RECONFIG,
 }
 
 
@@ -298,6 +302,9 @@ class DataTree:
     def prepare(self, request: bytes, zxid: int) -> bytes:
         return self._processor.prepare(request, zxid)
 
+    def prepare_reconfig(self, request: bytes, zxid: int, decide: Decide) -> tuple[bytes, Membership | None]:
+        return self._processor.prepare_reconfig(request, zxid, decide)
+
     def abandon_prepared(self) -> None:
         self._processor.abandon()
 
@@ -366,7 +373,23 @@ class DataTree:
             return b.paths
         if isinstance(b, SyncTxn):
             return b.path
+        if isinstance(b, ReconfigTxn):
+            return self._apply_reconfig(b, z, t, changes)
         raise _corrupt(z, f"unexpected body {type(b).__name__}")
+
+    def _apply_reconfig(self, b: ReconfigTxn, z: int, t: int, changes: list[Change]) -> tuple[bytes, Stat]:
+        """/zookeeper/config holds the new configuration, its stat as ZooKeeper's shows it
+        (mzxid the configuration's version, version -1); its data watches fire. The result is
+        what a reconfig answers: the data and the Stat."""
+        node = self._nodes[CONFIG]
+        if self._image is not None:
+            self._image.keep(CONFIG, node)
+        node.data = b.data
+        st = node.stat
+        node.stat = Stat(st.czxid, z, st.ctime, t, -1, st.cversion, st.aversion, st.ephemeral_owner,
+                         len(b.data), st.num_children, st.pzxid)
+        changes.append(Change(CONFIG, EventType.CHANGED, node.acl))
+        return b.data, client_stat(node.stat)
 
     def _apply_create(self, b: CreateTxn, z: int, t: int, changes: list[Change]) -> str | tuple[str, Stat]:
         path = b.path

@@ -147,6 +147,24 @@ class NoWatcherError(ZooKeeperError):
     code = "NO_WATCHER"
 
 
+class ReconfigDisabledError(ZooKeeperError):
+    """A reconfig on an ensemble that has reconfiguration off."""
+
+    code = "RECONFIG_DISABLED"
+
+
+class ReconfigInProgressError(ZooKeeperError):
+    """A reconfig while another is proposed and not yet committed."""
+
+    code = "RECONFIG_IN_PROGRESS"
+
+
+class NewConfigNoQuorumError(ZooKeeperError):
+    """A reconfig whose new configuration has no quorum connected to the leader and synced."""
+
+    code = "NEW_CONFIG_NO_QUORUM"
+
+
 ERRORS: dict[str, type[ZooKeeperError]] = {
     cls.code: cls
     for cls in (
@@ -167,6 +185,9 @@ ERRORS: dict[str, type[ZooKeeperError]] = {
         RuntimeInconsistencyError,
         UnimplementedError,
         NoWatcherError,
+        ReconfigDisabledError,
+        ReconfigInProgressError,
+        NewConfigNoQuorumError,
     )
 }
 

@@ -7,13 +7,15 @@ Both are versioned msgpack arrays whose op bodies start with an ``OpCode``:
             | [DELETE, path, version] | [SET_DATA, path, data, version] | [CHECK, path, version]
             | [SET_ACL, path, acl, version] | [MULTI, [op, ...]] | [CREATE_SESSION, timeout_ms]
             | [CLOSE_SESSION] | [SYNC, path] | [DELETE_CONTAINER, path]
+            | [RECONFIG, joining | nil, leaving | nil, members | nil, from_version]
       acl   = [[perms, scheme, id], ...]
     txn     = [TXN_VERSION, time_ms, session_id, body]
       body  = [CREATE, path, data, owner, parent_cversion, acl, stat] | [DELETE, path]
             | [SET_DATA, path, data, new_version] | [CHECK, path, version]
             | [SET_ACL, path, acl, new_aversion] | [MULTI, [body, ...]]
             | [CREATE_SESSION, timeout_ms] | [CLOSE_SESSION, [path, ...]] | [SYNC, path]
-            | [DELETE_CONTAINER, path] | [ERROR, op, code, message, path | nil, index | nil]
+            | [DELETE_CONTAINER, path] | [RECONFIG, data]
+            | [ERROR, op, code, message, path | nil, index | nil]
 
 A request names the session it acts for (0: none, e.g. an administrative write); for
 CREATE_SESSION/CLOSE_SESSION that is the session created/closed. It also carries the
@@ -62,6 +64,8 @@ from zabray.tree.records import (
     MultiTxn,
     Op,
     OpCode,
+    Reconfig,
+    ReconfigTxn,
     Request,
     SetACL,
     SetACLTxn,
@@ -124,6 +128,10 @@ def _op_fields(op: Op, f: _Fields, *, nested: bool) -> list[Any]:
         return [OpCode.CLOSE_SESSION]
     if type(op) is Sync:
         return [OpCode.SYNC, f.str_(op.path, "path")]
+    if type(op) is Reconfig:
+        return [OpCode.RECONFIG, *(None if x is None else f.str_(x, what) for x, what in
+                                   ((op.joining, "joining"), (op.leaving, "leaving"), (op.members, "members"))),
+                f.int_(op.from_version, "from_version", -_I64, _I64)]
     f.fail(f"not an op: {op!r:.60}")
 
 
@@ -170,6 +178,7 @@ _REQ_ARITY = {
     OpCode.CREATE_SESSION: 2,
     OpCode.CLOSE_SESSION: 1,
     OpCode.SYNC: 2,
+    OpCode.RECONFIG: 5,
 }
 
 
@@ -210,6 +219,10 @@ def _decode_op(v: Any, f: _Fields, *, nested: bool) -> Op:
         return CreateSession(f.timeout(v[1]))
     if code is OpCode.CLOSE_SESSION:
         return CloseSession()
+    if code is OpCode.RECONFIG:
+        joining, leaving, members = (None if x is None else f.str_(x, what) for x, what in
+                                     ((v[1], "joining"), (v[2], "leaving"), (v[3], "members")))
+        return Reconfig(joining, leaving, members, f.int_(v[4], "from_version", -_I64, _I64))
     return Sync(f.str_(v[1], "path"))
 
 
@@ -263,6 +276,8 @@ def _body_fields(b: TxnBody, *, nested: bool = False) -> list[Any]:
             return [OpCode.CLOSE_SESSION, list(b.paths)]
         case SyncTxn():
             return [OpCode.SYNC, b.path]
+        case ReconfigTxn():
+            return [OpCode.RECONFIG, b.data]
         case ErrorTxn():
             return [OpCode.ERROR, b.op, b.code, b.message, b.path, b.index]
         case _:
@@ -353,6 +368,12 @@ def _decode_body(v: Any, f: _Fields, *, nested: bool) -> TxnBody:
     if code is OpCode.SYNC:
         f.list_(v, "sync", 2)
         return SyncTxn(f.str_(v[1], "path"))
+    if code is OpCode.RECONFIG:
+        f.list_(v, "reconfig", 2)
+        data = f.data(v[1])
+        if data is None:
+            f.fail("a reconfiguration has data")
+        return ReconfigTxn(data)
     if code is not OpCode.ERROR:
         f.fail(f"{code.name} is not a txn op")
     f.list_(v, "error", 6)
@@ -465,6 +486,11 @@ def create_session(session_id: int, timeout_ms: int, *, time_ms: int) -> bytes:
 
 def close_session(session_id: int, *, time_ms: int) -> bytes:
     return _req(CloseSession(), session_id, time_ms)
+
+
+def reconfig(joining: str | None, leaving: str | None, members: str | None, from_version: int = -1, *,
+             session_id: int = 0, time_ms: int, auth: Iterable[AuthId] = ()) -> bytes:
+    return _req(Reconfig(joining, leaving, members, from_version), session_id, time_ms, auth)
 
 
 def sync(path: str = "/", *, session_id: int = 0, time_ms: int, auth: Iterable[AuthId] = ()) -> bytes:

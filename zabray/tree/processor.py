@@ -22,6 +22,9 @@ from collections import deque
 from dataclasses import replace
 from typing import Protocol, assert_never
 
+from zabray.errors import ReconfigError
+from zabray.protocol.membership import ConfigChange, Membership
+from zabray.protocol.statemachine import Decide
 from zabray.tree import acl as acls
 from zabray.tree.errors import (
     BadArgumentsError,
@@ -34,6 +37,7 @@ from zabray.tree.errors import (
     SessionExistsError,
     SessionExpiredError,
     ZooKeeperError,
+    error_for_code,
 )
 from zabray.tree.ops import (
     Check,
@@ -53,6 +57,8 @@ from zabray.tree.ops import (
     MultiTxn,
     Op,
     OpCode,
+    Reconfig,
+    ReconfigTxn,
     Request,
     SetACL,
     SetACLTxn,
@@ -66,7 +72,7 @@ from zabray.tree.ops import (
     decode_request,
     encode_txn,
 )
-from zabray.tree.paths import ROOT, SPECIAL_PATHS, parent_of, validate_path
+from zabray.tree.paths import CONFIG, ROOT, SPECIAL_PATHS, parent_of, validate_path
 from zabray.tree.znode import (
     CONTAINER_OWNER,
     PERM_ADMIN,
@@ -95,6 +101,7 @@ _OPCODES: dict[type, OpCode] = {
     Sync: OpCode.SYNC,
     SetACL: OpCode.SET_ACL,
     DeleteContainer: OpCode.DELETE_CONTAINER,
+    Reconfig: OpCode.RECONFIG,
 }
 
 
@@ -234,13 +241,53 @@ class RequestProcessor:
         except ZooKeeperError as e:
             body = ErrorTxn(int(_OPCODES[type(req.op)]), e.code, e.message, e.path, e.index)
         else:
-            if scratch.nodes or scratch.sessions:
-                for p, v in scratch.nodes.items():
-                    self._nodes[p] = (zxid, v)
-                for s, t in scratch.sessions.items():
-                    self._sessions[s] = (zxid, t)
-                self._outstanding.append((zxid, tuple(scratch.nodes), tuple(scratch.sessions)))
+            self._merge(zxid, scratch)
         return self._encoded(zxid, TxnRecord(req.time_ms, req.session_id, body))
+
+    def _merge(self, zxid: int, scratch: _Scratch) -> None:
+        if scratch.nodes or scratch.sessions:
+            for p, v in scratch.nodes.items():
+                self._nodes[p] = (zxid, v)
+            for s, t in scratch.sessions.items():
+                self._sessions[s] = (zxid, t)
+            self._outstanding.append((zxid, tuple(scratch.nodes), tuple(scratch.sessions)))
+
+    def prepare_reconfig(self, request: bytes, zxid: int, decide: Decide) -> tuple[bytes, Membership | None]:
+        """A reconfig as the txn ``zxid``, and the configuration it makes (None: an error txn).
+        ZooKeeper 3.8's order: the session, the leader's checks (``decide``: enabled, none in
+        progress, ``from_config``, the new configuration, a synced quorum of it), then WRITE on
+        /zookeeper/config (a superuser passes; its ACL is world:anyone read)."""
+        try:
+            req = decode_request(request)
+        except BadArgumentsError as e:
+            return self._encoded(zxid, TxnRecord(0, 0, ErrorTxn(0, e.code, e.message, e.path, e.index))), None
+        op = req.op
+        if type(op) is not Reconfig:
+            return self.prepare(request, zxid), None
+        scratch = _Scratch(self)
+        self.time_ms = req.time_ms
+        new: Membership | None = None
+        try:
+            sid = req.session_id
+            if sid != 0 and scratch.session(sid) is None:
+                raise SessionExpiredError(f"session 0x{sid:x} is not live")
+            try:
+                new = decide(ConfigChange(op.joining, op.leaving, op.members, op.from_version))
+            except ReconfigError as e:
+                raise error_for_code(e.code, e.message) from None
+            node = scratch.node(CONFIG)
+            assert node is not None, "/zookeeper/config is always there"
+            acls.check(node.acl, PERM_WRITE, req.auth, CONFIG)
+            data = new.with_version(zxid).text().encode()
+            scratch.nodes[CONFIG] = NodeView(-1, node.cversion, node.ephemeral_owner, node.num_children,
+                                             node.aversion, node.acl, self.time_ms)
+            body: TxnBody = ReconfigTxn(data)
+        except ZooKeeperError as e:
+            new = None
+            body = ErrorTxn(int(OpCode.RECONFIG), e.code, e.message, e.path, e.index)
+        else:
+            self._merge(zxid, scratch)
+        return self._encoded(zxid, TxnRecord(req.time_ms, req.session_id, body)), new
 
     def _encoded(self, zxid: int, rec: TxnRecord) -> bytes:
         data = encode_txn(rec)
@@ -260,6 +307,8 @@ class RequestProcessor:
                 return self._create_session(op, sid, s)
             case CloseSession():
                 return self._close_session(sid, s)
+            case Reconfig():
+                raise BadArgumentsError("a reconfiguration is submitted as one (SubmitReconfig), not as a write")
         if sid != 0 and s.session(sid) is None:
             raise SessionExpiredError(f"session 0x{sid:x} is not live")
         match op:

@@ -26,6 +26,7 @@ class OpCode(enum.IntEnum):
     SYNC = 8
     SET_ACL = 9
     DELETE_CONTAINER = 10
+    RECONFIG = 11
 
 
 # -- requests --------------------------------------------------------------------------------------
@@ -116,8 +117,20 @@ class Sync:
     path: str = "/"
 
 
+@dataclass(frozen=True, slots=True)
+class Reconfig:
+    """ZooKeeper's reconfig (``zabray.protocol.membership.ConfigChange``'s fields): judged by
+    the leader's core and this tree together (``RequestProcessor.prepare_reconfig``)."""
+
+    joining: str | None = None
+    leaving: str | None = None
+    members: str | None = None
+    from_version: int = -1
+
+
 SubOp = Create | Delete | SetData | Check
-Op = Create | Delete | SetData | Check | SetACL | Multi | CreateSession | CloseSession | Sync | DeleteContainer
+Op = (Create | Delete | SetData | Check | SetACL | Multi | CreateSession | CloseSession | Sync | DeleteContainer
+      | Reconfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +246,14 @@ class SyncTxn:
 
 
 @dataclass(frozen=True, slots=True)
+class ReconfigTxn:
+    """A reconfiguration: /zookeeper/config's data becomes ``data`` (the new configuration as
+    ZooKeeper writes it, its ``version=`` line the txn's zxid)."""
+
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class ErrorTxn:
     """The request failed with ``code``; ``op`` is its OpCode (0 if it did not decode) and
     ``index`` the failing op of a multi."""
@@ -255,6 +276,7 @@ TxnBody = (
     | CreateSessionTxn
     | CloseSessionTxn
     | SyncTxn
+    | ReconfigTxn
     | ErrorTxn
 )
 

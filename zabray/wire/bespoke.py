@@ -16,6 +16,7 @@ from zabray.zk.messages import (
     GetData,
     Malformed,
     Ping,
+    Reconfig,
     Reply,
     SessionEnded,
     Watches,
@@ -64,7 +65,8 @@ def request(req: cp.ZkReq) -> ClientOp:
             return Ping()
         if op == "connect":
             return Connect(int(a[0]), int(a[1]), int(a[2]), _watches(a[3]),
-                           watches_since=int(a[4]) if len(a) > 4 else None)
+                           watches_since=int(a[4]) if len(a) > 4 else None,
+                           credentials=tuple((str(s), bytes(c)) for s, c in a[5]) if len(a) > 5 else ())
         if op in ("get", "exists", "children"):
             path, watch = str(a[0]), bool(a[1]) if len(a) > 1 else False
             if op == "get":
@@ -84,6 +86,9 @@ def request(req: cp.ZkReq) -> ClientOp:
             return Multi(tuple(_sub_op(x) for x in a))
         if op == "close":
             return CloseSession()
+        if op == "reconfig":
+            joining, leaving, members = (None if x is None else str(x) for x in a[:3])
+            return Reconfig(joining, leaving, members, int(a[3]))
     except (IndexError, TypeError, ValueError, KeyError) as x:
         return Malformed(f"bad {op} request: {x}")
     return Malformed(f"unknown op {op!r:.30}")

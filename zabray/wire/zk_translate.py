@@ -136,8 +136,6 @@ def to_op(req: zp.Request) -> zm.ClientOp:
     """The service request ``req`` asks for. Raises ``CodecError`` for an opcode ZooKeeper does
     not have (the connection is closed: the stream cannot be trusted)."""
     op, b = req.op, req.body
-    if op == OC.RECONFIG:  # ensembles are fixed at start (ZooKeeper's default, reconfigEnabled=false)
-        return zm.Unimplemented("reconfig", "RECONFIG_DISABLED")
     if op in _UNIMPLEMENTED:
         return zm.Unimplemented(_UNIMPLEMENTED[op])
     if not req.known:
@@ -187,6 +185,8 @@ def _to_op(op: int, b: Any) -> zm.ClientOp:
             return zm.MultiRead(tuple(reads))
         case OC.CLOSE_SESSION:
             return zm.CloseSession()
+        case OC.RECONFIG:
+            return zm.Reconfig(b.joiningServers, b.leavingServers, b.newMembers, b.curConfigId)
         case OC.WHO_AM_I:
             return zm.WhoAmI()
         case OC.AUTH:
@@ -240,7 +240,7 @@ def to_response(op: int, value: Any, sub_ops: tuple[int, ...] = ()) -> zp.Record
     match op:
         case OC.EXISTS:
             return zp.StatResponse(stat_out(value))
-        case OC.GET_DATA:
+        case OC.GET_DATA | OC.RECONFIG:
             data, st = value
             return zp.GetDataResponse(data, stat_out(st))
         case OC.GET_CHILDREN | OC.GET_EPHEMERALS:

@@ -225,6 +225,18 @@ class PathVersionRequest(Record):
 
 
 @dataclass(frozen=True, slots=True)
+class ReconfigRequest(Record):
+    """ZooKeeper's reconfig: comma-separated joining server specs and leaving ids, or the new
+    members; ``curConfigId`` -1 for any current configuration. Answered with GetDataResponse."""
+
+    joiningServers: str | None
+    leavingServers: str | None
+    newMembers: str | None
+    curConfigId: int
+    FIELDS: ClassVar[tuple[Any, ...]] = ("ustring", "ustring", "ustring", "long")
+
+
+@dataclass(frozen=True, slots=True)
 class SetDataRequest(Record):
     path: str
     data: bytes | None
@@ -457,6 +469,7 @@ REQUESTS: dict[int, type[Record] | None] = {
     OpCode.ADD_WATCH: PathTypeRequest,
     OpCode.CHECK_WATCHES: PathTypeRequest,
     OpCode.REMOVE_WATCHES: PathTypeRequest,
+    OpCode.RECONFIG: ReconfigRequest,
 }
 
 #: The record following a ReplyHeader whose err is OK, by the request's opcode.
@@ -469,6 +482,7 @@ RESPONSES: dict[int, type[Record] | None] = {
     OpCode.DELETE_CONTAINER: None,
     OpCode.EXISTS: StatResponse,
     OpCode.GET_DATA: GetDataResponse,
+    OpCode.RECONFIG: GetDataResponse,
     OpCode.SET_DATA: StatResponse,
     OpCode.GET_ACL: GetACLResponse,
     OpCode.SET_ACL: StatResponse,

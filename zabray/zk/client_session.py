@@ -166,7 +166,8 @@ class ClientSession:
     """One session. Feed ``step``; carry out the actions it returns, in order."""
 
     def __init__(self, replicas: Sequence[int], timeout_ms: int, now_ms: int = 0, *, prefer: int | None = None,
-                 retry_ms: int = 100, eager: bool = False) -> None:
+                 retry_ms: int = 100, eager: bool = False,
+                 credentials: tuple[tuple[str, bytes], ...] = ()) -> None:
         if not replicas:
             raise ValueError("a session needs at least one replica to connect to")
         self.replicas = list(replicas)
@@ -180,6 +181,7 @@ class ClientSession:
         # does (the replica holds them until the session is there); if that connect then fails,
         # they complete CONNECTION_LOSS, as the Java client's do.
         self.eager = eager
+        self.credentials = credentials  # sent with every connect: the session's identity moves with it
         self.session_id = 0
         self.last_zxid = 0  # the newest zxid seen, notifications included: never read older
         self.replied_zxid = 0  # the newest zxid of a reply: every notification up to it is in
@@ -285,7 +287,7 @@ class ClientSession:
         # parent's), and a connection can break after the first of them arrived.
         self._out.append(SendOp(conn, xid, Connect(self.session_id, self.timeout_ms, self.last_zxid,
                                                    Watches(tuple(w["data"]), tuple(w["exist"]), tuple(w["child"])),
-                                                   watches_since=self.replied_zxid)))
+                                                   watches_since=self.replied_zxid, credentials=self.credentials)))
         if self.eager:
             self._send(conn)
 

@@ -44,6 +44,10 @@ class Connect:
     watches: Watches = Watches()
     auth: tuple[AuthId, ...] = ()
     watches_since: int | None = None
+    credentials: tuple[tuple[str, bytes], ...] = ()
+    """(scheme, credential) pairs the client authenticates with on every connect (zabray's own
+    session; ZooKeeper's clients send addAuth after connecting instead): a bad one fails the
+    connect with AUTH_FAILED."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,9 +143,19 @@ class RemoveWatches:
 
 
 @dataclass(frozen=True, slots=True)
+class Reconfig:
+    """ZooKeeper's reconfig: answered, once committed, with /zookeeper/config's new data and Stat
+    (``zabray.protocol.membership.ConfigChange`` has the fields' meaning)."""
+
+    joining: str | None = None
+    leaving: str | None = None
+    members: str | None = None
+    from_version: int = -1
+
+
+@dataclass(frozen=True, slots=True)
 class Unimplemented:
-    """An operation this service does not offer: answered ``code`` (UNIMPLEMENTED, or for reconfig
-    RECONFIG_DISABLED, what ZooKeeper 3.8 answers with its default reconfigEnabled=false)."""
+    """An operation this service does not offer: answered ``code`` (UNIMPLEMENTED)."""
 
     what: str
     code: str = "UNIMPLEMENTED"
@@ -157,7 +171,7 @@ class Malformed:
 Read = (GetData | Exists | GetChildren | GetACL | GetAllChildrenNumber | GetEphemerals | MultiRead | AddAuth
         | WhoAmI | AddWatch | CheckWatches | RemoveWatches | SetWatches)
 """Answered from this replica's tree and tables, in order behind the connection's earlier requests."""
-Write = Create | Delete | SetData | SetACL | Check | Multi | Sync | CloseSession
+Write = Create | Delete | SetData | SetACL | Check | Multi | Sync | CloseSession | Reconfig
 ClientOp = Connect | Ping | Read | Write | Malformed | Unimplemented
 
 
@@ -282,10 +296,12 @@ class SessionEnded(ServiceAction):
 
 @dataclass(frozen=True, slots=True)
 class SubmitTxn(ServiceAction):
-    """Hand ``request`` (tree request bytes) to the core as its request ``rid``."""
+    """Hand ``request`` (tree request bytes) to the core as its request ``rid``; a reconfig goes
+    as one (``SubmitReconfig``)."""
 
     rid: int
     request: bytes
+    reconfig: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,6 +74,7 @@ from zabray.zk.messages import (
     MultiRead,
     Ping,
     Read,
+    Reconfig,
     RemoveWatches,
     Reply,
     ReportTouches,
@@ -114,7 +115,7 @@ _WATCH_OPS = (AddWatch, CheckWatches, RemoveWatches)
 class _Entry:
     """One request in a connection's FIFO (or an internal expiry, ``st`` None)."""
 
-    __slots__ = ("xid", "st", "read", "done", "reply", "on_ok", "held", "close_after")
+    __slots__ = ("xid", "st", "read", "done", "reply", "on_ok", "held", "close_after", "reconfig")
 
     def __init__(self, xid: int, st: _Conn | None, read: Read | None = None) -> None:
         self.xid = xid
@@ -125,6 +126,7 @@ class _Entry:
         self.on_ok: Callable[[], None] | None = None
         self.held: bytes | None = None  # a write held back behind an earlier read
         self.close_after = False  # close the connection once this reply is out (failed auth)
+        self.reconfig = False  # a reconfig: submitted as one
 
 
 class _Conn:
@@ -346,7 +348,7 @@ class ZkService:
         rid = self._next_rid
         self._next_rid = rid + 1 if rid < RID_MASK else 1  # (a core request id has 40 bits)
         self.pending[rid] = e
-        self._out.append(SubmitTxn(rid, value))
+        self._out.append(SubmitTxn(rid, value, e.reconfig))
         return rid
 
     def _write(self, st: _Conn, xid: int, op: Write) -> None:
@@ -373,6 +375,10 @@ class ZkService:
                     value = tops.sync(path, session_id=sid, time_ms=t, auth=auth)
                 case Multi(ops):
                     value = tops.multi(ops, session_id=sid, time_ms=t, auth=auth)
+                case Reconfig(joining, leaving, members, from_version):
+                    e.reconfig = True
+                    value = tops.reconfig(joining, leaving, members, from_version, session_id=sid, time_ms=t,
+                                          auth=auth)
                 case CloseSession():
                     st.closing = True
                     value = tops.close_session(sid, time_ms=t)
@@ -572,6 +578,14 @@ class ZkService:
             return
         timeout = max(self.min_timeout_ms, min(self.max_timeout_ms, op.timeout_ms))
         st.auth = tuple(op.auth)
+        ip = next((i for s, i in st.auth if s == "ip"), None)
+        try:
+            for scheme, credential in op.credentials:
+                ids = authenticate(scheme, credential, super_digest=self.super_digest, address=ip)
+                st.auth += tuple(i for i in ids if i not in st.auth)
+        except ZooKeeperError as x:
+            self._answer_now(st, xid, ErrorInfo(x.code, x.message))
+            return
         sid = op.session_id
         if sid == 0:
             sid = self._new_session_id()
