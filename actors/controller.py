@@ -3,7 +3,8 @@
 It places replicas across the cluster's nodes (one per node, round robin, pinned by node id so
 a restarted replica finds its data directory again), tells every replica where its peers
 listen, and carries out the control-plane operations: kill, restart, pause, resume,
-partition, heal, stop. It is never on the data path.
+partition, heal, stop, and the membership changes of ``actors.controller_reconfig``. It is
+never on the data path.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from actors import controller_reconfig as membership
 from actors.names import NAMESPACE, WORKER_NICENESS
 from actors.replica_actor import ReplicaActor
 from actors.snapshot_actor import SnapshotActor
@@ -49,7 +51,10 @@ class EnsembleController:
         self.cfg = EnsembleConfig.from_dict(config)
         self.voters = list(range(1, replicas + 1))
         self.observers = list(range(replicas + 1, replicas + observers + 1))
-        self.members = self.voters + self.observers
+        self.members = self.voters + self.observers  # the configuration's, then those joining
+        self.joining: set[int] = set()  # started to join, not yet members
+        self.departed: set[int] = set()  # removed by a reconfiguration and stopped
+        self.config_version = 0
         self.run_dir = run_dir
         self.handles: dict[int, Any] = {}
         self.info: dict[int, dict[str, Any]] = {}
@@ -95,6 +100,8 @@ class EnsembleController:
             self.node_of[sid] = nodes[i % len(nodes)]
         await asyncio.gather(*(self._launch(sid) for sid in self.members))
         await self._publish_peers()
+        if self.cfg.reconfig_enabled:
+            await membership.initial_config(self)
         if self.cfg.snapshot_actor:
             snap: Any = ray.remote(SnapshotActor).options(num_cpus=0, max_concurrency=10).remote(
                 self.cfg.snapshot_every)
@@ -103,11 +110,15 @@ class EnsembleController:
         return self._describe()
 
     async def _launch(self, sid: int, crash_points: list[tuple[str, int]] | None = None,
-                      holds: list[tuple[int, Any]] | None = None, rejoining: bool = False) -> None:
+                      holds: list[tuple[int, Any]] | None = None, rejoining: bool = False,
+                      joining: bool = False) -> None:
         before = self.info.get(sid, {})
         previous = before.get("incarnation", -1)
         # Where the last incarnation listened, to listen there again (clients hold those ports).
-        ports = {kind: before[kind][1] for kind in ("quorum", "client", "zk_client") if before.get(kind)}
+        ports = {kind: before[kind][1] for kind in ("quorum", "election", "client", "zk_client") if before.get(kind)}
+        # The configuration as the controller knows it (committed), unless the replica's disk
+        # holds a newer one; one outside it (being added) starts joining.
+        joining = joining or sid not in self.voters + self.observers
         actor = ray.remote(ReplicaActor).options(
             num_cpus=0,
             max_restarts=0,
@@ -122,7 +133,7 @@ class EnsembleController:
                               observers=self.observers, data_dir=self.data_dir(sid), run_dir=self.run_dir,
                               min_incarnation=previous + 1, secret=self._secret,
                               crash_points=list(crash_points or ()), holds=list(holds or ()), ports=ports,
-                              rejoining=rejoining)
+                              rejoining=rejoining, servers=membership.servers(self), joining=joining)
         info = await handle.start.remote()
         self.handles[sid] = handle
         self.info[sid] = info
@@ -139,6 +150,22 @@ class EnsembleController:
     async def describe(self) -> dict[str, Any]:
         return self._describe()
 
+    # -- membership (actors.controller_reconfig) --------------------------------------------------
+
+    async def reconfig(self, joining: str | None = None, leaving: str | None = None, members: str | None = None,
+                       from_version: int = -1, timeout: float = 60.0) -> dict[str, Any]:
+        return await membership.reconfig(self, joining, leaving, members, from_version, timeout)
+
+    async def add_replica(self, role: str = "participant", node: str | None = None,
+                          timeout: float = 120.0) -> dict[str, Any]:
+        return await membership.add_replica(self, role, node, timeout)
+
+    async def remove_replica(self, sid: int, timeout: float = 60.0) -> dict[str, Any]:
+        return await membership.remove_replica(self, sid, timeout)
+
+    async def reconfigure(self, voters: list[int], observers: list[int], timeout: float = 180.0) -> dict[str, Any]:
+        return await membership.reconfigure(self, voters, observers, timeout)
+
     async def secret(self) -> Any:
         """The ensemble secret, for ``Ensemble.connect`` (Ray's control plane is trusted)."""
         return self._secret
@@ -149,6 +176,8 @@ class EnsembleController:
             "controller_node": ray.get_runtime_context().get_node_id(),
             "voters": self.voters,
             "observers": self.observers,
+            "joining": sorted(self.joining),
+            "config_version": self.config_version,
             "config": self.cfg.to_dict(),
             "run_dir": self.run_dir,
             "clients": {sid: i["client"] for sid, i in self.info.items()},
@@ -401,7 +430,7 @@ class EnsembleController:
             return []
         alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
         wipes = []
-        for sid in self.members:
+        for sid in [*self.members, *sorted(self.departed)]:
             node = self.node_of.get(sid)
             if node is not None and node in alive:  # a gone node took its disk with it
                 wipes.append(_wipe.options(

@@ -24,9 +24,11 @@ from zabray.protocol.messages import (
     AckEpoch,
     AckNewLeader,
     Commit,
+    CommitAndActivate,
     Diff,
     FollowerInfo,
     Inform,
+    InformAndActivate,
     LeaderInfo,
     Message,
     NewLeader,
@@ -35,6 +37,8 @@ from zabray.protocol.messages import (
     Ping,
     Proposal,
     Proposals,
+    ReconfigRequest,
+    Refused,
     Request,
     Requests,
     Snap,
@@ -91,11 +95,12 @@ class ConnOwner(Protocol):
 
 
 LEARNER_TO_LEADER: frozenset[type[Message]] = frozenset(
-    {FollowerInfo, ObserverInfo, AckEpoch, AckNewLeader, Ack, Ping, Request, Requests, Touch}
+    {FollowerInfo, ObserverInfo, AckEpoch, AckNewLeader, Ack, Ping, Request, Requests, Touch, ReconfigRequest}
 )
 """Packets a learner may send on a channel; anything else arriving at the leader drops it."""
 LEADER_TO_LEARNER: frozenset[type[Message]] = frozenset(
-    {LeaderInfo, Diff, Trunc, Snap, NewLeader, UpToDate, Proposal, Proposals, Commit, Inform, Ping}
+    {LeaderInfo, Diff, Trunc, Snap, NewLeader, UpToDate, Proposal, Proposals, Commit, Inform, Ping,
+     CommitAndActivate, InformAndActivate, Refused}
 )
 """Packets a leader may send on a channel; anything else arriving at the learner drops it."""
 

@@ -31,18 +31,20 @@ from actors.fault_gate import FaultGate
 from actors.faultpoints import ReplicaFaults
 from actors.group_commit import GroupCommit
 from actors.metrics import ReplicaMetrics
+from actors.reconfig_admin import AdminReconfigs
 from actors.services import BroadcastService, HostedService
 from actors.stall_watch import StallWatch
 from actors.transport import PeerTransport
 from storage.disk import DiskStore
 from storage.fsutil import atomic_write, read_file
 from zabray.config import EnsembleConfig
-from zabray.errors import ConfigError, ZabError
+from zabray.errors import ConfigError, NotRunningError, RequestTimeoutError, ZabError
 from zabray.net import tls
 from zabray.net.batching import Outbox
 from zabray.protocol.actions import DecodeSnapshot, EncodeSnapshot, Outcome
 from zabray.protocol.events import ChannelId, Event, SnapshotDecoded, SnapshotEncoded, SnapshotRequested, Tick
 from zabray.protocol.executor import Effects, StopStep, execute
+from zabray.protocol.membership import ConfigChange
 from zabray.protocol.messages import PeerState
 from zabray.protocol.node import Node
 from zabray.protocol.role import Phase
@@ -94,17 +96,24 @@ class ReplicaServer:
                  min_incarnation: int = 0, secret: Secret | None = None,
                  crash_points: Sequence[tuple[str, int]] = (),
                  holds: Sequence[tuple[int, HoldPattern]] = (),
-                 ports: dict[str, int] | None = None, rejoining: bool = False) -> None:
+                 ports: dict[str, int] | None = None, rejoining: bool = False,
+                 servers: dict[int, str] | None = None, joining: bool = False) -> None:
         """``crash_points`` and message ``holds`` are armed here, before ``start`` opens its disk
         or any socket, so a replica can die at (or be held in) the first matching step of its
         own recovery. ``ports`` ({"quorum", "client", "zk_client"}: port) are where a previous
         incarnation listened, taken again where the config says 0 ("pick one"). ``rejoining``:
-        its data directory was just wiped while the ensemble went on (``DurableState.rejoining``)."""
+        its data directory was just wiped while the ensemble went on (``DurableState.rejoining``).
+        ``voters``/``observers`` (and ``servers``, their addresses as ZooKeeper writes them) are
+        the configuration it starts from unless its disk holds a newer one; ``joining``: it is
+        being added, and may be outside that configuration (``Node``'s ``join``)."""
         self.ensemble = ensemble
         self.secret = secret  # proves membership to peers and broadcast clients; never logged
         self.sid = sid
         self.cfg = config = EnsembleConfig.load(config)
-        self.proto = config.protocol(frozenset(voters), frozenset(observers))
+        self.proto = config.protocol(frozenset(voters), frozenset(observers),
+                                     tuple(sorted((int(k), str(v)) for k, v in (servers or {}).items())))
+        self.joining = joining
+        self.admin = AdminReconfigs(config.service == "zookeeper")
         self.data_dir = Path(data_dir)
         self.run_dir = Path(run_dir) if run_dir else None
         self.min_incarnation = min_incarnation
@@ -177,7 +186,8 @@ class ReplicaServer:
             log.warning("replica %d lost its disk: it counts in no quorum (votes, epochs, acks) until "
                         "a leader has synced it", self.sid)
         self.node = Node(self.sid, self.proto, durable, incarnation=self.incarnation,
-                         app=self.service.app, tracing=self.run_dir is not None and self.cfg.trace)
+                         app=self.service.app, tracing=self.run_dir is not None and self.cfg.trace,
+                         join=self.joining)
         gc_policy.configure()
         gc_policy.settle()  # the recovered state, out of every later full collection
         if self.run_dir is not None and self.cfg.trace:
@@ -203,6 +213,8 @@ class ReplicaServer:
 
         qport = await self._listen("quorum", start_transport)
         assert self.transport is not None
+        transport = self.transport
+        eport = await self._listen("election", transport.listen_also)
         self.effects = ReplicaEffects(self, self.transport, self.commits, self._trace)
         self.gate.attach(self.effects)
         client_ssl = tls.server_context(self.cfg, require_client_cert=self.cfg.tls_client_certs)
@@ -234,7 +246,8 @@ class ReplicaServer:
         self.stall_watch.start(loop)
         log.info("replica %d (incarnation %d) up: quorum port %d, client port %d, ZooKeeper port %s, last zxid %s",
                  self.sid, self.incarnation, qport, cport, zk_addr[1] if zk_addr else "-", durable.last_zxid)
-        return {"sid": self.sid, "quorum": [host, qport], "client": [host, cport], "zk_client": zk_addr,
+        return {"sid": self.sid, "quorum": [host, qport], "election": [host, eport], "client": [host, cport],
+                "zk_client": zk_addr,
                 "pid": os.getpid(), "incarnation": self.incarnation, "data_dir": str(self.data_dir.resolve())}
 
     async def _listen(self, kind: str, start: Callable[[int], Awaitable[int]]) -> int:
@@ -389,6 +402,8 @@ class ReplicaServer:
         except StopStep:  # a crash point fired: nothing more of this step happens
             return
         self.commits.schedule()
+        if for_service:
+            for_service = self.admin.take(for_service)
         role = _role(node)
         if for_service or role != self._service_role:
             # A step with nothing for the service and no role change is nothing to it: the
@@ -457,6 +472,22 @@ class ReplicaServer:
         else:
             self.loop.call_soon(self.decode_slice, dec)
 
+    async def reconfigure(self, change: ConfigChange, timeout: float) -> dict[str, Any]:
+        """Submit ``change`` here as the superuser; once committed here, the zxid and the
+        configuration in force (``ReconfigError`` for a refusal, ``NoQuorumError`` with no
+        leader to take it, ``UncertainOutcomeError`` if its fate was lost)."""
+        if self.node is None or self.fatal is not None or self.departed is not None:
+            raise NotRunningError(f"replica {self.sid} is not serving")
+        event, fut = self.admin.request(change)
+        self.step(event)
+        self.outbox.flush()
+        try:
+            zxid = await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            raise RequestTimeoutError(f"reconfiguration not answered within {timeout} s") from None
+        assert self.node is not None
+        return {"zxid": zxid, "config": self.node.config.text(), "version": self.node.config.version}
+
     def left(self, version: int) -> None:
         """The configuration ``version`` (durable here) removed this replica: it serves no client
         any more; its core goes on only telling looking peers that configuration, until the
@@ -518,6 +549,9 @@ class ReplicaServer:
             nice=os.nice(0),
             stats=dict(self.stats),
             transport=dict(self.transport.stats) if self.transport is not None else {},
+            config=self.node.config.text(),
+            departed=self.departed,
+            synced=_synced(self.node),
         )
         zk = self.service.status()
         if zk is not None:
@@ -564,6 +598,17 @@ class ReplicaServer:
             self.step(SnapshotRequested())
         return {"delivered": self.stats["delivered"],
                 "applied": int(self.node.applied) if self.node is not None else 0}
+
+
+def _synced(node: Node) -> list[int] | None:
+    """On a leader, its learners synced and following (acknowledged NEWLEADER): the replicas a
+    reconfiguration may count on (ZooKeeper's ``isQuorumSynced``); None elsewhere."""
+    from zabray.protocol.leader import Leader, Stage
+
+    role = node.role
+    if not isinstance(role, Leader) or not role.established:
+        return None
+    return sorted(s for s, h in role.learners.items() if h.stage == Stage.ACTIVE)
 
 
 def _role(node: Node) -> tuple[bool, bool]:

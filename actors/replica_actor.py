@@ -42,6 +42,11 @@ class ReplicaActor:
     async def status(self) -> dict[str, Any]:
         return self.server.status()
 
+    async def reconfigure(self, change: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
+        from zabray.protocol.membership import ConfigChange
+
+        return await self.server.reconfigure(ConfigChange(**change), timeout)
+
     async def request_snapshot(self) -> dict[str, int]:
         return self.server.request_snapshot()
 

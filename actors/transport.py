@@ -123,6 +123,7 @@ class PeerTransport:
         self.batches = BatchEncoder()
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by start()
         self._server: asyncio.base_events.Server | None = None
+        self._extra: asyncio.base_events.Server | None = None  # the election port (``listen_also``)
         self._addrs: dict[int, tuple[str, int]] = {}
         self._blocked: set[int] = set()
         self._channels: dict[ChannelId, PeerConn] = {}
@@ -176,6 +177,15 @@ class PeerTransport:
                  self.ensemble, "on" if self.ssl_server else "off")
         return self.port
 
+    async def listen_also(self, port: int) -> int:
+        """Accept peers on a second port too (the election port of ZooKeeper's configuration
+        format: zabray takes both kinds of connection on either); returns the bound port."""
+        self._extra = await self.loop.create_server(
+            lambda: PeerConn(self, PENDING), self.host, port, reuse_address=True, backlog=128,
+            ssl=self.ssl_server, ssl_handshake_timeout=self.handshake_timeout if self.ssl_server else None,
+        )
+        return int(self._extra.sockets[0].getsockname()[1])
+
     async def stop(self) -> None:
         """Stop listening and drop every connection; no events are delivered afterwards."""
         if not self._running:
@@ -184,6 +194,9 @@ class PeerTransport:
         server, self._server = self._server, None
         if server is not None:
             server.close()
+        if self._extra is not None:
+            self._extra.close()
+            self._extra = None
         for conn in self._all_conns():
             conn.shut(graceful=False)
         self._channels.clear()

@@ -50,6 +50,16 @@ class EnsembleConfig:
     """Base ports; 0 picks free ones when a replica first starts, which it listens on again
     when restarted (a new one only if another process took it). With a base port, replica sid
     uses base + sid."""
+    election_port: int = 0
+    """Base port of a second peer port, ZooKeeper's election port in the configuration
+    (``server.N=host:quorum:election;client``): a replica accepts peers on it as on its quorum
+    port. 0 picks free ones (kept as ``quorum_port``'s are)."""
+    reconfig_enabled: bool = False
+    """Dynamic reconfiguration (``zabray reconfig``, ``Ensemble.add_replica``, kazoo's and zkCli's
+    reconfig): off by default, as ZooKeeper's ``reconfigEnabled``. An ensemble's membership is
+    then fixed and every reconfig is answered RECONFIG_DISABLED; on, the ensemble starts by
+    committing its configuration (with every member's addresses) as a reconfiguration txn, so
+    /zookeeper/config shows it."""
     zk_client_port: int = 0
     """With ``service: zookeeper``: the base port of ZooKeeper's client protocol (kazoo, zkCli.sh,
     the Java client); replica sid listens on base + sid, 0 picks free ports (kept as
@@ -160,7 +170,7 @@ class EnsembleConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 out.append(f"config key {name!r} must be at least 1, got {getattr(self, name)}")
-        for name in ("quorum_port", "client_port", "zk_client_port"):
+        for name in ("quorum_port", "election_port", "client_port", "zk_client_port"):
             v = getattr(self, name)
             if not 0 <= v <= 65000:
                 out.append(f"config key {name!r} must be 0 (pick free ports) or a base port below 65000")
@@ -198,9 +208,11 @@ class EnsembleConfig:
             out.append("config keys 'tls_client_cert' and 'tls_client_key' go together; set both or neither")
         return out
 
-    def protocol(self, voters: frozenset[int], observers: frozenset[int]) -> ProtocolConfig:
+    def protocol(self, voters: frozenset[int], observers: frozenset[int],
+                 servers: tuple[tuple[int, str], ...] = ()) -> ProtocolConfig:
         return ProtocolConfig(
-            voters=voters, observers=observers, init_limit=self.init_limit, sync_limit=self.sync_limit,
+            voters=voters, observers=observers, reconfig_enabled=self.reconfig_enabled, servers=servers,
+            init_limit=self.init_limit, sync_limit=self.sync_limit,
             ping_interval=self.ping_interval, finalize_wait=self.finalize_wait,
             election_resend=self.election_resend, election_resend_max=self.election_resend_max,
             max_outstanding=self.max_outstanding, diff_window=self.diff_window, diff_chunk=self.diff_chunk,

@@ -86,7 +86,9 @@ class ReconfigError(ZabError):
     CODES = ("RECONFIG_DISABLED", "RECONFIG_IN_PROGRESS", "BAD_VERSION", "BAD_ARGUMENTS",
              "NEW_CONFIG_NO_QUORUM", "NO_AUTH")
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str | None = None) -> None:
+        if message is None:  # "CODE: message", as str() gives it (and unpickling passes it)
+            code, _, message = code.partition(": ")
         if code not in self.CODES:
             raise ValueError(f"not a reconfig error code: {code!r}")
         super().__init__(f"{code}: {message}")

@@ -252,6 +252,44 @@ class Ensemble(HoldControl):
             raise ConfigError(f"ensemble {self.name!r} serves no ZooKeeper clients: start it with service: zookeeper")
         return ",".join(f"{h}:{p}" for h, p in addrs)
 
+    # -- membership ---------------------------------------------------------------------------------
+
+    def add_replica(self, role: str = "participant", *, node: str | None = None, timeout: float = 120) -> int:
+        """Add a replica: placed on a Ray node (the least loaded, or ``node``: an id prefix or
+        address), started outside the configuration, synced as a follower without a vote, then
+        made a member with ``role`` ("participant": a voter, or "observer") by a reconfiguration.
+        Returns its sid. Needs ``reconfig_enabled``; a refusal raises ``ReconfigError``."""
+        got = self._call("add_replica", role, node, timeout, timeout=timeout + 30)
+        self._refresh_addresses()
+        return int(got["sid"])
+
+    def remove_replica(self, sid: int, *, timeout: float = 60) -> int:
+        """Remove replica ``sid`` by a reconfiguration (the leader too: it hands over); the
+        replica leaves, and is stopped once the new configuration is in force everywhere.
+        Returns the new configuration's version."""
+        got = self._call("remove_replica", int(sid), timeout, timeout=timeout + 30)
+        self._refresh_addresses()
+        return int(got["version"])
+
+    def reconfigure(self, voters: list[int], observers: list[int] | None = None, *, timeout: float = 180) -> int:
+        """Make the membership exactly ``voters`` and ``observers`` in one reconfiguration;
+        replicas not running yet are placed, started and synced first. Returns the version."""
+        got = self._call("reconfigure", [int(v) for v in voters], [int(o) for o in observers or ()], timeout,
+                         timeout=timeout + 30)
+        self._refresh_addresses()
+        return int(got["version"])
+
+    def reconfig(self, joining: str | None = None, leaving: str | None = None, members: str | None = None,
+                 from_config: int = -1, *, timeout: float = 60) -> tuple[int, str]:
+        """ZooKeeper's reconfig as it is (zkCli's ``reconfig``, kazoo's ``client.reconfig``):
+        ``joining`` server specs and ``leaving`` sids, comma-separated, or ``members``; only if
+        the configuration's version is ``from_config`` (-1: any). Returns (version, the new
+        configuration as /zookeeper/config holds it). Nothing is started or stopped here but
+        the replicas it removes."""
+        got = self._call("reconfig", joining, leaving, members, int(from_config), timeout, timeout=timeout + 30)
+        self._refresh_addresses()
+        return int(got["version"]), str(got["config"])
+
     def leader(self) -> int | None:
         """The established leader with the highest epoch, or None."""
         best = None
@@ -496,9 +534,11 @@ class Ensemble(HoldControl):
 
     # -- ZooKeeper sessions (service: zookeeper) ------------------------------------------------
 
-    def session(self, timeout: float = 10.0, *, connect_timeout: float = 30.0, replica: int | None = None) -> Session:
+    def session(self, timeout: float = 10.0, *, connect_timeout: float = 30.0, replica: int | None = None,
+                auth: list[tuple[str, str]] | None = None) -> Session:
         """A new ZooKeeper ``Session`` (``zabray.client.session``) with ``timeout`` seconds; needs an
-        ensemble started with ``service="zookeeper"``. ``replica`` picks the first replica to try."""
+        ensemble started with ``service="zookeeper"``. ``replica`` picks the first replica to try;
+        ``auth``: (scheme, credential) pairs it authenticates with (``[("digest", "super:pw")]``)."""
         if self.info.get("config", {}).get("service", "zookeeper") != "zookeeper":
             raise ConfigError(f"ensemble {self.name!r} runs service: broadcast; start it with service='zookeeper'")
 
@@ -513,7 +553,8 @@ class Ensemble(HoldControl):
         from zabray.client.session import Session  # (the ZooKeeper client's code: only when asked, see start)
 
         return Session(self.name, self._addresses(), timeout=timeout, refresh=refresh,
-                       connect_timeout=connect_timeout, replica=replica, ssl=tls.driver_context(self.info.get("config", {})))
+                       connect_timeout=connect_timeout, replica=replica, ssl=tls.driver_context(self.info.get("config", {})),
+                       auth=auth or ())
 
     def session_actor(self, timeout: float = 10.0) -> Any:
         """A session owned by its own Ray actor (``actors.session_actor.SessionActor``): call its methods
