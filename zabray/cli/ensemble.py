@@ -118,6 +118,14 @@ def status(args: argparse.Namespace) -> int:
               f"{r.pid or '-':>7}  {client:<21} {zk:<21} {r.node_label or (r.node or '-')[:12]}")
     if any(r.observer for r in rows):
         print("* observer")
+    live = [r for r in rows if not r.stale and r.raw.get("config_version") is not None]
+    if live:
+        top = max(live, key=lambda r: int(r.raw["config_version"] or 0))
+        version = int(top.raw["config_version"] or 0)
+        voters = ",".join(map(str, top.raw.get("voters") or [])) or "-"
+        observers = ",".join(map(str, top.raw.get("observers") or [])) or "-"
+        print(f"configuration version {version:x}: voters {voters}; observers {observers}"
+              + ("" if version else " (the static one: no reconfiguration committed)"))
     if any(r.stale for r in rows):
         print("~ stale: what the replica last reported before it went down or was paused (its disk holds it)")
     return 0 if any(r.established_leader for r in rows) else 1
