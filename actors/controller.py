@@ -54,6 +54,8 @@ class EnsembleController:
         self.members = self.voters + self.observers  # the configuration's, then those joining
         self.joining: set[int] = set()  # started to join, not yet members
         self.departed: set[int] = set()  # removed by a reconfiguration and stopped
+        self.retiring: set[int] = set()  # removed, to be stopped once the new configuration is everywhere
+        self.background: set[asyncio.Task[None]] = set()
         self.config_version = 0
         self.run_dir = run_dir
         self.handles: dict[int, Any] = {}
@@ -247,7 +249,10 @@ class EnsembleController:
             self._last[sid] = st
             return {**base, **st, "node": self.node_of.get(sid), "stale": False}
 
-        return list(await asyncio.gather(*(one(s) for s in self.members)))
+        sids = sorted({*self.members, *self.retiring})
+        got = list(await asyncio.gather(*(one(s) for s in sids)))
+        membership.follow(self, got)
+        return [st for st in got if st["sid"] in self.members or st["sid"] in self.retiring]
 
     async def histories(self, after: int = 0) -> dict[int, list[tuple[int, str]]]:
         """Delivered (zxid, digest) per live replica, for checking agreement and durability."""

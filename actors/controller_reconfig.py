@@ -104,11 +104,34 @@ async def reconfig(ctl: EnsembleController, joining: str | None = None, leaving:
             raise err from None
     config = _adopt(ctl, got["config"])
     ctl._fault("reconfig", f"{config.version:x}")
-    gone = sorted(before - config.sids)
+    gone = sorted(before - config.sids - ctl.retiring)
     if gone:
+        ctl.retiring.update(gone)
         await _retire(ctl, gone, config, deadline)
     log.info("ensemble %s: configuration %x in force (%s)", ctl.name, config.version, change)
     return got
+
+
+def follow(ctl: EnsembleController, statuses: list[dict[str, Any]]) -> None:
+    """Keep the controller's view of the membership up with reconfigurations it did not ask for
+    (a ZooKeeper client's reconfig, zkCli's): the newest configuration a running replica has
+    in force becomes its view, and a replica that reports it left is stopped as ``reconfig``
+    stops the ones it removes (in the background, once the new configuration is everywhere)."""
+    live = [st for st in statuses if not st.get("stale") and st.get("config")]
+    if not live:
+        return
+    top = max(live, key=lambda st: int(st.get("config_version") or 0))
+    if int(top.get("config_version") or 0) > ctl.config_version:
+        before = set(ctl.voters) | set(ctl.observers)
+        config = _adopt(ctl, str(top["config"]))
+        gone = sorted((before - config.sids) - ctl.departed - ctl.retiring)
+        gone += [int(st["sid"]) for st in live if st.get("departed") and int(st["sid"]) not in gone
+                 and int(st["sid"]) not in ctl.retiring and int(st["sid"]) not in ctl.departed]
+        if gone:
+            ctl.retiring.update(gone)
+            task = asyncio.get_running_loop().create_task(_retire(ctl, gone, config, time.monotonic() + 60))
+            ctl.background.add(task)
+            task.add_done_callback(ctl.background.discard)
 
 
 def _cause(e: BaseException) -> BaseException:
@@ -139,6 +162,7 @@ async def _retire(ctl: EnsembleController, gone: list[int], config: Membership, 
                 pass
             ray.kill(h, no_restart=True)
         ctl.departed.add(sid)
+        ctl.retiring.discard(sid)
         ctl._fault("removed", [sid])
 
 # -- adding replicas --------------------------------------------------------------------------

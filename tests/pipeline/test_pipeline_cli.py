@@ -80,7 +80,7 @@ def test_good_run_exits_0_with_report_and_figures(spark, runs, capsys):
     good, _ = runs
     assert run(str(good)) == EXIT_OK
     out = capsys.readouterr().out
-    assert "12 of 12 properties hold" in out and "delivery_order" in out
+    assert "13 of 13 properties hold" in out and "delivery_order" in out
     report = json.loads((good / "analysis" / "check.json").read_text())
     assert report["ok"] is True and report["trace_files"] == 10
     assert {p["verdict"] for p in report["properties"]} == {"PASS"}

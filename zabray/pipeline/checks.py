@@ -180,6 +180,7 @@ DESCRIPTIONS: dict[str, str] = {
     "session_order": "each session's acknowledged writes take effect in the order they were issued",
     "linearizable_writes": "if write A completed before write B was invoked, zxid(A) < zxid(B)",
     "monotonic_reads": "a session never reads a zxid older than one it saw in an op completed before the read",
+    "config_agreement": "every replica that puts the configuration of version V in force lists the same members",
 }
 
 
@@ -488,6 +489,24 @@ def check_monotonic_reads(tf: TraceFrames) -> PropertyResult:
         f"{c['prior_zxid']} its {c['prior_op']} saw, completed at t={_t(c['prior_complete_t'])}"))
 
 
+@_frames
+def check_config_agreement(tf: TraceFrames) -> PropertyResult:
+    """Configuration versions put in force with different members by different replicas."""
+    F = _F()
+    one = F.struct("members", "replica", "t")
+    bad = (tf.events.where(F.col("kind") == "config").groupBy("run", "zxid")
+           .agg(F.min(one).alias("a"), F.max(one).alias("b"))
+           .where(F.col("a.members") != F.col("b.members")))
+    firsts = _firsts(bad, ["zxid"], ["a", "b"])
+
+    def text(c: dict) -> str:
+        a, b = c["a"], c["b"]
+        return (f"configuration {c['zxid']} is {a['members']!r} at replica {a['replica']} (t={_t(a['t'])}) but "
+                f"{b['members']!r} at replica {b['replica']} (t={_t(b['t'])})")
+
+    return _result("config_agreement", firsts, {"zxid"}, text)
+
+
 #: Every property, in report order.
 PROPERTIES: dict[str, Callable[[DataFrame | TraceFrames], PropertyResult]] = {
     "well_formed": check_well_formed,
@@ -502,6 +521,7 @@ PROPERTIES: dict[str, Callable[[DataFrame | TraceFrames], PropertyResult]] = {
     "session_order": check_session_order,
     "linearizable_writes": check_linearizable_writes,
     "monotonic_reads": check_monotonic_reads,
+    "config_agreement": check_config_agreement,
 }
 
 

@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 #: Client ops that read; every other op is a write.
 READ_OPS = frozenset({"read", "get", "exists", "children", "sync"})
-KINDS = ("state", "established", "propose", "deliver", "snapshot", "client", "fault", "message")
+KINDS = ("state", "established", "propose", "deliver", "snapshot", "config", "client", "fault", "message")
 #: Columns a row of each kind must have (beyond ``v`` and ``kind``).
 REQUIRED: Mapping[str, tuple[str, ...]] = {
     "state": ("replica", "inc", "t", "state"),
@@ -30,6 +30,7 @@ REQUIRED: Mapping[str, tuple[str, ...]] = {
     "propose": ("replica", "inc", "t", "zxid", "digest"),
     "deliver": ("replica", "inc", "t", "zxid", "digest"),
     "snapshot": ("replica", "inc", "t", "zxid"),
+    "config": ("replica", "inc", "t", "zxid", "members"),
     "client": ("session", "op", "invoke_t", "outcome"),
     "fault": ("fault", "start"),
     "message": ("replica", "inc", "t", "dir", "msg", "peer"),
