@@ -68,6 +68,14 @@ class ApacheZooKeeper:
     heap_mb: int = 512
     jvm_flags: tuple[str, ...] = ()
     """Extra ``-D`` system properties, e.g. ``-Dzookeeper.extendedTypesEnabled=true`` for TTL znodes."""
+    reconfig: bool = False
+    """``reconfigEnabled=true`` (and ``standaloneEnabled=false``: an ensemble of one may grow, as
+    zabray's may), with each server's client port in its ``server.N=...;host:port`` line, as the
+    reconfiguration guide writes a dynamic configuration (no ``clientPort``)."""
+    super_digest: str | None = None
+    """``super:<base64 sha1>``: ZooKeeper's superuser (its DigestAuthenticationProvider.superDigest)."""
+    election_ports: list[int] = field(default_factory=list)
+    quorum_ports: list[int] = field(default_factory=list)
     client_ports: list[int] = field(default_factory=list)
     _procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
@@ -79,39 +87,74 @@ class ApacheZooKeeper:
         ports = _free_ports(3 * self.servers)
         self.client_ports = ports[: self.servers]
         quorum = ports[self.servers :]
+        self.quorum_ports = quorum[0::2]
+        self.election_ports = quorum[1::2]
         for i in range(self.servers):
             sid = i + 1
-            d = self.root / f"zk{sid}"
-            (d / "data").mkdir(parents=True, exist_ok=True)
-            lines = [
-                f"tickTime={self.tick_ms}",
-                "initLimit=10",
-                "syncLimit=5",
-                f"dataDir={d / 'data'}",
-                f"clientPort={self.client_ports[i]}",
-                "clientPortAddress=127.0.0.1",
-                "admin.enableServer=false",
-                "4lw.commands.whitelist=*",
-                f"forceSync={'yes' if self.force_sync else 'no'}",
-                "maxClientCnxns=0",
-                "autopurge.purgeInterval=0",
-            ]
-            if self.servers > 1:
-                (d / "data" / "myid").write_text(f"{sid}\n")
-                for j in range(self.servers):
-                    lines.append(f"server.{j + 1}=127.0.0.1:{quorum[2 * j]}:{quorum[2 * j + 1]}")
-            cfg = d / "zoo.cfg"
-            cfg.write_text("\n".join(lines) + "\n")
-            out = open(d / "server.log", "wb")  # noqa: SIM115 - owned by the child for its life
-            cmd = [
-                "java", f"-Xmx{self.heap_mb}m", "-cp", ":".join(JARS),
-                f"-Dzookeeper.log.dir={d}", "-Dzookeeper.root.logger=WARN,CONSOLE", *self.jvm_flags,
-                MAIN, str(cfg),
-            ]
-            self._procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True))
-            out.close()
+            self._launch(sid, [self.server_line(j + 1) for j in range(self.servers)] if self.servers > 1 else [])
         self.wait_serving(timeout)
         return self
+
+    def server_line(self, sid: int, role: str = "participant") -> str:
+        """``server.N=...`` as this ensemble's configuration writes server ``sid``."""
+        q, e, c = self.quorum_ports[sid - 1], self.election_ports[sid - 1], self.client_ports[sid - 1]
+        if self.reconfig:
+            return f"server.{sid}=127.0.0.1:{q}:{e}:{role};127.0.0.1:{c}"
+        return f"server.{sid}=127.0.0.1:{q}:{e}"
+
+    def add_server(self, timeout: float = 60.0) -> int:
+        """Start one more server (the next sid) joining the running ensemble, as the reconfiguration
+        guide says: its initial configuration is the current one plus itself as an observer (which
+        only keeps joiners from forming a quorum of their own); it becomes a member only by a
+        reconfig. Returns its sid."""
+        if not self.reconfig:
+            raise ConfigError("add_server needs an ensemble started with reconfig=True")
+        q, e, c = _free_ports(3)
+        self.client_ports.append(c)
+        self.quorum_ports.append(q)
+        self.election_ports.append(e)
+        sid = len(self.client_ports)
+        lines = [self.server_line(s) for s in range(1, sid)] + [self.server_line(sid, "observer")]
+        self._launch(sid, lines)
+        self.servers = sid
+        self.wait_serving(timeout)
+        return sid
+
+    def _launch(self, sid: int, server_lines: list[str]) -> None:
+        """Start server ``sid`` with these ``server.N=`` lines (none: standalone)."""
+        i = sid - 1
+        d = self.root / f"zk{sid}"
+        (d / "data").mkdir(parents=True, exist_ok=True)
+        lines = [
+            f"tickTime={self.tick_ms}",
+            "initLimit=10",
+            "syncLimit=5",
+            f"dataDir={d / 'data'}",
+            *([] if self.reconfig and server_lines else
+              [f"clientPort={self.client_ports[i]}", "clientPortAddress=127.0.0.1"]),
+            "admin.enableServer=false",
+            "4lw.commands.whitelist=*",
+            f"forceSync={'yes' if self.force_sync else 'no'}",
+            "maxClientCnxns=0",
+            "autopurge.purgeInterval=0",
+        ]
+        if self.reconfig:
+            lines += ["reconfigEnabled=true", "standaloneEnabled=false"]
+        if server_lines:
+            (d / "data" / "myid").write_text(f"{sid}\n")
+            lines += server_lines
+        cfg = d / "zoo.cfg"
+        cfg.write_text("\n".join(lines) + "\n")
+        out = open(d / "server.log", "wb")  # noqa: SIM115 - owned by the child for its life
+        cmd = [
+            "java", f"-Xmx{self.heap_mb}m", "-cp", ":".join(JARS),
+            f"-Dzookeeper.log.dir={d}", "-Dzookeeper.root.logger=WARN,CONSOLE", *self.jvm_flags,
+            *([f"-Dzookeeper.DigestAuthenticationProvider.superDigest={self.super_digest}"]
+              if self.super_digest else []),
+            MAIN, str(cfg),
+        ]
+        self._procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True))
+        out.close()
 
     def wait_serving(self, timeout: float) -> None:
         """Wait until every server answers ``srvr`` with a mode (leader/follower/standalone)."""
