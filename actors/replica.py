@@ -71,7 +71,7 @@ from zabray.protocol.events import (
 )
 from zabray.protocol.messages import BATCHES, Diff, PeerState, Snap, Trunc, unbatch
 from zabray.protocol.node import Node
-from zabray.wire.four_letter import AdminView, Latency, parse_words
+from zabray.wire.four_letter import AdminView, Latency, allowed_words
 
 if TYPE_CHECKING:  # a broadcast replica starts without the ZooKeeper service's modules
     from actors.zkport import ZkClientConn
@@ -158,6 +158,8 @@ class ReplicaServer(FaultHooks, GroupCommit):
         self._zk_server: asyncio.base_events.Server | None = None
         self._zk_clients: set[ZkClientConn] = set()
         self.zk_latency = Latency()  # of ZooKeeper-port requests, for srvr and mntr
+        self.admin_base = (0, 0)  # zk_requests and zk_frames_out when srst last reset them
+        self.started_at = time.monotonic()
         self._trace: trace.TraceWriter | None = None
         self._snap_due = self._snapshot_interval()
         self.faults = ReplicaFaults(crash_points, sid, holds)
@@ -237,7 +239,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
             from zabray.wire.zkserver import password_key
 
             key = password_key(self.secret.key if self.secret is not None else None, self.ensemble)
-            words = parse_words(self.cfg.zk_four_letter_words)
+            words = allowed_words(self.cfg.zk_four_letter_words, read_only=False)
 
             async def start_zk(port: int) -> int:
                 self._zk_server = await loop.create_server(
@@ -570,28 +572,24 @@ class ReplicaServer(FaultHooks, GroupCommit):
         return s
 
     def admin_view(self) -> AdminView:
-        """What the four-letter words tell about this replica (``zabray.wire.four_letter``)."""
-        from actors.zkport import environment, safe_config
+        """What the four-letter words tell about this replica (``actors.zkadmin``)."""
+        from actors.zkadmin import admin_view
 
-        node = self.node
-        mode = "not serving"
-        if node is not None and self.fatal is None and node.role.phase_name() == "broadcast":
-            mode = {PeerState.LEADING: "leader", PeerState.FOLLOWING: "follower",
-                    PeerState.OBSERVING: "observer"}.get(node.state, "not serving")
-            if mode == "leader" and len(self.proto.voters) == 1 and not self.proto.observers:
-                mode = "standalone"
-        svc = self.zk.svc if self.zk is not None else None
-        tree = svc.tree if svc is not None else None
-        watched = svc.watches.by_path() if svc is not None else {}
-        sessions = {s: tree.ephemerals(s) for s in tree.sessions()} if tree is not None else {}
-        return AdminView(
-            mode=mode, zxid=tree.last_zxid if tree is not None else 0, znodes=len(tree) if tree is not None else 0,
-            watches=svc.watches.count() if svc is not None else 0, watched_paths=len(watched),
-            watching_sessions=len({s for ss in watched.values() for s in ss}),
-            connections=len(self._zk_clients) + len(self._clients), outstanding=len(svc.pending) if svc else 0,
-            received=self.stats["zk_requests"], sent=self.stats["zk_frames_out"], latency=self.zk_latency.view(),
-            sessions=sessions, config=safe_config(self.cfg), environment=environment(),
-            clients=sorted(c.describe() for c in self._zk_clients))
+        return admin_view(self)
+
+    def reset_admin_stats(self, word: str) -> None:
+        from actors.zkadmin import reset
+
+        reset(self, word)
+
+    def zk_port(self) -> int:
+        """The ZooKeeper client port this replica listens on (0 without one)."""
+        srv = self._zk_server
+        return int(srv.sockets[0].getsockname()[1]) if srv is not None and srv.sockets else 0
+
+    def zk_secure_port(self) -> int:
+        """The TLS ZooKeeper client port (ZooKeeper's secureClientPort), -1 without one."""
+        return -1
 
     def tree_digest(self) -> tuple[str, int] | None:
         """(digest of the whole data tree, its last zxid) for the ZooKeeper service, else None.

@@ -13,17 +13,22 @@ unread, and each time that happens counts in ``zk_throttled``.
 from __future__ import annotations
 
 import asyncio
+import getpass
 import logging
 import os
 import platform
+import socket
 import sys
 import time
+from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from actors.flow import OUT_HIGH, Held
 from zabray.errors import CodecError
 from zabray.wire import four_letter
-from zabray.wire.zkserver import ZkServerConn
+from zabray.wire.four_letter import ConnInfo, Latency
+from zabray.wire.zkserver import LAST_OP, ZkServerConn
 from zabray.zk import messages as zm
 
 if TYPE_CHECKING:
@@ -46,6 +51,16 @@ class ZkClientConn(asyncio.Protocol):
         self._flush_pending = False
         self._close_after_flush = False
         self._arrived: dict[int, float] = {}  # request id -> when it was read (for its latency)
+        # What ``cons`` tells of this connection (ZooKeeper's per-connection ServerCnxn stats).
+        self.established_ms = int(time.time() * 1000)
+        self.received = 0
+        self.sent = 0
+        self.latency = Latency()
+        self.last_op = "NA"
+        self.last_cxid = -1
+        self.last_zxid = -1
+        self.last_response_ms = 0
+        self.admin = False  # a four-letter word's connection
         limit = server.cfg.zk_max_outstanding
         self.held: Held[tuple[int, zm.ClientOp, float]] = Held(
             self._take, lambda: len(self._arrived) >= limit or len(self._out) >= OUT_HIGH, server.outbox.flush,
@@ -90,10 +105,15 @@ class ZkClientConn(asyncio.Protocol):
             self.close()
             return
         if fed.word is not None:
+            self.admin = True
+            self.received += 1
             text = four_letter.answer(fed.word, self.words, self.server.admin_view())
             self.transport.write(text.encode())
+            if fed.word in four_letter.RESETS and fed.word in self.words:
+                self.server.reset_admin_stats(fed.word)
             self._close_soon()
             return
+        self.received += len(fed.requests)
         if fed.send:
             self._write(fed.send)
         if fed.close:
@@ -118,13 +138,24 @@ class ZkClientConn(asyncio.Protocol):
         if self.wire is None or self.transport is None:
             return
         if type(action) is zm.Reply:
+            now = time.monotonic()
             t0 = self._arrived.pop(action.xid, None)
             if t0 is not None:
-                self.server.zk_latency.add(int((time.monotonic() - t0) * 1000))
+                ms = int((now - t0) * 1000)
+                self.server.zk_latency.add(ms)
+                self.latency.add(ms)
+            op = self.wire.pending_op(action.xid)
+            if op is not None:
+                self.last_op = LAST_OP.get(op[1], self.last_op)
+                if op[0] >= 0:
+                    self.last_cxid = op[0]
+                self.last_zxid = action.zxid
+                self.last_response_ms = int(now * 1000)
             self.held.soon()
         data, close = self.wire.encode(action)
         if data:
             self.server.stats["zk_frames_out"] += 1
+            self.sent += 1
             self._write(data)
         if close:
             self._close_soon()
@@ -165,22 +196,101 @@ class ZkClientConn(asyncio.Protocol):
             self.transport = None
             self.held.detach()
 
-    def describe(self) -> str:
-        sid = self.wire.session_id if self.wire is not None else 0
-        return f"/{self.peer}[1](sid=0x{sid:x})"
+    def reset_stats(self) -> None:
+        """``crst``: this connection's counters start again (ZooKeeper's ServerCnxn.resetStats)."""
+        self.received = self.sent = 0
+        self.latency = Latency()
+        self.last_op = "NA"
+        self.last_cxid = self.last_zxid = -1
+        self.last_response_ms = 0
+
+    def info(self) -> ConnInfo:
+        """This connection as ``stat`` and ``cons`` show it."""
+        wire = self.wire
+        lat = self.latency
+        avg = lat.total // lat.count if lat.count else 0
+        return ConnInfo(f"/{self.peer}", 0 if self.admin or not self.held.reading else 1, len(self._arrived), self.received,
+                        self.sent, wire.session_id if wire is not None else 0, self.last_op, self.established_ms,
+                        wire.timeout_ms if wire is not None else 0, self.last_cxid, self.last_zxid,
+                        self.last_response_ms, (lat.last, lat.min, avg, lat.max))
 
 
-def environment() -> dict[str, str]:
-    """What ``envi`` reports: the process's own facts, never the secret or its file."""
-    return {"host.name": platform.node(), "python.version": sys.version.split()[0],
-            "os.name": platform.system(), "os.arch": platform.machine(), "user.dir": os.getcwd(),
-            "process.id": str(os.getpid())}
+_JAVA_ONLY = ("java.version", "java.vendor", "java.home", "java.class.path", "java.library.path", "java.io.tmpdir",
+              "java.compiler")
+
+
+@cache
+def _static_environment() -> tuple[tuple[str, str], ...]:
+    try:
+        host = socket.getfqdn(socket.gethostname())  # the JVM's getCanonicalHostName
+    except OSError:
+        host = "<NA>"
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "<NA>"
+    arch = {"x86_64": "amd64"}.get(platform.machine(), platform.machine())  # the JVM's os.arch names
+    return (("host.name", host or "<NA>"), *((k, "<NA>") for k in _JAVA_ONLY),
+            ("os.name", platform.system()), ("os.arch", arch), ("os.version", platform.release()),
+            ("user.name", user), ("user.home", str(Path.home())), ("user.dir", os.getcwd()))
+
+
+def _mb(n: int) -> str:
+    return f"{n // (1024 * 1024)}MB"
+
+
+def environment() -> list[tuple[str, str]]:
+    """What ``envi`` reports, in ZooKeeper's order: its version first (kazoo's ``server_version``
+    reads it), then host.name, java.* (``<NA>``: no JVM here), os.* and user.*, then memory:
+    ``os.memory.total`` this process's resident size, ``os.memory.max`` the machine's memory and
+    ``os.memory.free`` what the machine has available (Python has no heap limit to report), and
+    last zabray's own lines. Never the secret or its file."""
+    mem: list[tuple[str, str]] = []
+    try:
+        meminfo = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines() if ":" in line)
+        rss_pages = int(Path("/proc/self/statm").read_text().split()[1])
+        mem = [("os.memory.free", _mb(int(meminfo["MemAvailable"].split()[0]) * 1024)),
+               ("os.memory.max", _mb(int(meminfo["MemTotal"].split()[0]) * 1024)),
+               ("os.memory.total", _mb(rss_pages * os.sysconf("SC_PAGE_SIZE")))]
+    except (OSError, KeyError, ValueError, IndexError):
+        mem = [("os.memory.free", "<NA>"), ("os.memory.max", "<NA>"), ("os.memory.total", "<NA>")]
+    return [("zookeeper.version", four_letter.VERSION), *_static_environment(), *mem,
+            ("python.version", sys.version.split()[0]), ("python.implementation", platform.python_implementation()),
+            ("python.executable", sys.executable), ("process.id", str(os.getpid()))]
+
+
+_HIDDEN = ("secret", "key", "digest", "sasl", "jaas", "password")
 
 
 def safe_config(cfg: Any) -> dict[str, object]:
-    """What ``conf`` reports: the config minus anything naming secrets or keys."""
-    hidden = ("secret", "key", "digest")
-    return {k: v for k, v in cfg.to_dict().items() if not any(h in k for h in hidden) and k != "extra"}
+    """zabray's config minus anything naming secrets, keys or credentials' files."""
+    return {k: v for k, v in cfg.to_dict().items() if not any(h in k for h in _HIDDEN) and k != "extra"}
 
 
-__all__ = ["ZkClientConn", "environment", "safe_config"]
+def fd_counts() -> tuple[int, int]:
+    """(open file descriptors, their limit) of this process, -1 where unknown (mntr)."""
+    import resource
+
+    try:
+        n = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        n = -1
+    return n, resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def dir_size(path: Path) -> int:
+    """Bytes of the regular files under ``path`` (``dirs``, ``conf``'s dataDirSize)."""
+    total = 0
+    try:
+        for p in path.rglob("*"):
+            try:
+                if p.is_file():
+                    total += p.stat().st_size
+            except OSError:
+                continue
+    except OSError:
+        return 0
+    return total
+
+
+__all__ = ["ZkClientConn", "dir_size", "environment", "fd_counts", "safe_config"]

@@ -194,8 +194,7 @@ def test_four_letter_words_are_answered_only_from_the_allow_list() -> None:
     wire = ZkServerConn(key=KEY, peer_ip="")
     fed = wire.feed(b"ruok")
     assert fed.word == "ruok" and fed.close and not fed.requests
-    view = four_letter.AdminView(mode="leader", zxid=0x100000003, znodes=5, watches=2, watched_paths=1,
-                                 watching_sessions=1, connections=3, outstanding=0, received=10, sent=9,
+    view = four_letter.AdminView(mode="leader", zxid=0x100000003, znodes=5, watches=2, connections=3, outstanding=0, received=10, sent=9,
                                  sessions={7: ["/e"], 8: []})
     allowed = four_letter.parse_words("ruok,srvr,mntr")
     assert four_letter.answer("ruok", allowed, view) == "imok"

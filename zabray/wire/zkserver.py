@@ -44,6 +44,17 @@ _EVENT_TYPES = {"created": zp.EventType.NODE_CREATED, "deleted": zp.EventType.NO
 _MOVE_ON = frozenset({"NOT_READY", "BEHIND", "CONNECTION_LOSS"})
 _CONNECT = -10  # the opcode remembered for the handshake (ZooKeeper's createSession)
 _SET_DATA = int(zp.OpCode.SET_DATA)
+_O = zp.OpCode
+LAST_OP: dict[int, str] = {
+    _O.PING: "PING", _CONNECT: "SESS", _O.MULTI: "MULT", _O.MULTI_READ: "MLTR", _O.CREATE: "CREA",
+    _O.CREATE2: "CREA", _O.CREATE_TTL: "CREA", _O.CREATE_CONTAINER: "CREA", _O.DELETE: "DELE",
+    _O.DELETE_CONTAINER: "DELE", _O.SET_DATA: "SETD", _O.RECONFIG: "RECO", _O.SET_ACL: "SETA",
+    _O.CLOSE_SESSION: "CLOS", _O.SYNC: "SYNC", _O.CHECK: "CHEC", _O.EXISTS: "EXIS", _O.GET_DATA: "GETD",
+    _O.SET_WATCHES: "SETW", _O.SET_WATCHES2: "STW2", _O.ADD_WATCH: "ADDW", _O.GET_ACL: "GETA",
+    _O.GET_CHILDREN: "GETC", _O.GET_CHILDREN2: "GETC", _O.GET_ALL_CHILDREN_NUMBER: "GETACN",
+    _O.CHECK_WATCHES: "CHKW", _O.REMOVE_WATCHES: "REMW", _O.WHO_AM_I: "HOMI", _O.GET_EPHEMERALS: "GETE",
+}
+"""What ``cons`` shows as a connection's last operation (ZooKeeper's FinalRequestProcessor names)."""
 
 
 def session_password(session_id: int, key: bytes) -> bytes:
@@ -83,6 +94,7 @@ class ZkServerConn:
         self.connected = False  # the ConnectRequest was read
         self.read_only = False
         self.session_id = 0
+        self.timeout_ms = 0  # the session timeout negotiated
         self.closed = False
         self._next = 1
         self._pending: dict[int, tuple[int, int, tuple[int, ...]]] = {}  # id -> (xid, opcode, sub ops)
@@ -142,6 +154,11 @@ class ZkServerConn:
     def _expired(self) -> bytes:
         return zp.encode_record(zp.ConnectResponse(0, 0, 0, bytes(PASSWORD_LEN), self.read_only))
 
+    def pending_op(self, rid: int) -> tuple[int, int] | None:
+        """(client xid, opcode) of the unanswered request ``rid`` (for ``cons``'s statistics)."""
+        entry = self._pending.get(rid)
+        return None if entry is None else (entry[0], entry[1])
+
     def encode(self, action: zm.ServiceAction) -> tuple[bytes, bool]:
         """The bytes that carry ``action`` to the client, and whether to close after them.
 
@@ -177,6 +194,7 @@ class ZkServerConn:
                 return (self._expired() if error.code == "SESSION_EXPIRED" else b""), True
             sid, timeout = value
             self.session_id = sid
+            self.timeout_ms = int(timeout)
             return zp.encode_record(zp.ConnectResponse(0, int(timeout), sid, session_password(sid, self.key),
                                                        False)), False
         close = op == zp.OpCode.CLOSE_SESSION
@@ -196,4 +214,4 @@ class ZkServerConn:
 
 _STAT_OPS = frozenset({zp.OpCode.SET_DATA, zp.OpCode.SET_ACL, zp.OpCode.EXISTS})
 
-__all__ = ["Fed", "PASSWORD_LEN", "ZkServerConn", "password_key", "session_password"]
+__all__ = ["LAST_OP", "Fed", "PASSWORD_LEN", "ZkServerConn", "password_key", "session_password"]

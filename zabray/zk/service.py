@@ -174,6 +174,7 @@ class ZkService:
         self.expiring: dict[int, int] = {}  # session -> core request id of its close
         self.serving = False
         self.leading = False
+        self.read_only_serving = False  # cut off from the quorum, serving read-only sessions
         self.dirty: set[int] = set()  # connections to drain at the end of the core step
         self._next_rid = 1
         self._counter = 0
