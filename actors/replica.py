@@ -156,6 +156,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
         self._client_server: asyncio.base_events.Server | None = None
         self._clients: set[ClientConn] = set()
         self._zk_server: asyncio.base_events.Server | None = None
+        self._zk_secure_server: asyncio.base_events.Server | None = None
         self._zk_clients: set[ZkClientConn] = set()
         self.zk_latency = Latency()  # of ZooKeeper-port requests, for srvr and mntr
         self.admin_base = (0, 0)  # zk_requests and zk_frames_out when srst last reset them
@@ -193,6 +194,8 @@ class ReplicaServer(FaultHooks, GroupCommit):
         except OSError as e:  # a path on this node that cannot be made or written: the operator's to fix
             raise ConfigError(f"replica {self.sid} cannot use its data directory {self.data_dir} (data_dir): "
                               f"{e.strerror or e}; set data_dir to a writable directory on its node") from None
+        if self.zk is not None:  # the SASL users, from the operator's file on this node (never logged)
+            self.zk.svc.sasl_users = self.cfg.sasl_users()
         if self.rejoining:  # before anything else: a crash from here on still comes back rejoining
             await loop.run_in_executor(self._io, self.store.mark_rejoining)
         durable = await loop.run_in_executor(self._io, self.store.recover)
@@ -233,7 +236,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
 
         cport = await self._listen("client", start_clients)
         host = advertised_host(self.cfg.host)
-        zk_addr = None
+        zk_addr = zk_secure_addr = None
         if self.zk is not None:
             from actors.zkport import ZkClientConn
             from zabray.wire.zkserver import password_key
@@ -248,11 +251,21 @@ class ReplicaServer(FaultHooks, GroupCommit):
                 return int(self._zk_server.sockets[0].getsockname()[1])
 
             zk_addr = [host, await self._listen("zk_client", start_zk)]
+            secure = tls.zk_secure_context(self.cfg)
+            if secure is not None:
+                async def start_zk_secure(port: int) -> int:
+                    self._zk_secure_server = await loop.create_server(
+                        lambda: ZkClientConn(self, key, words), self.cfg.host, port, ssl=secure,
+                        ssl_handshake_timeout=10)
+                    return int(self._zk_secure_server.sockets[0].getsockname()[1])
+
+                zk_secure_addr = [host, await self._listen("zk_secure_client", start_zk_secure)]
         self._tasks.append(loop.create_task(self._ticker()))
         self.stall_watch.start(loop)
         log.info("replica %d (incarnation %d) up: quorum port %d, client port %d, ZooKeeper port %s, last zxid %s",
                  self.sid, self.incarnation, qport, cport, zk_addr[1] if zk_addr else "-", durable.last_zxid)
         return {"sid": self.sid, "quorum": [host, qport], "client": [host, cport], "zk_client": zk_addr,
+                "zk_secure_client": zk_secure_addr,
                 "pid": os.getpid(), "incarnation": self.incarnation, "data_dir": str(self.data_dir.resolve())}
 
     async def _listen(self, kind: str, start: Callable[[int], Awaitable[int]]) -> int:
@@ -281,7 +294,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
                               f"{os.strerror(e.errno) if e.errno else e}; {hint}") from None
 
     def _close_clients(self) -> None:
-        for srv in (self._client_server, self._zk_server):
+        for srv in (self._client_server, self._zk_server, self._zk_secure_server):
             if srv is not None:
                 srv.close()
         for c in list(self._clients):
@@ -589,7 +602,8 @@ class ReplicaServer(FaultHooks, GroupCommit):
 
     def zk_secure_port(self) -> int:
         """The TLS ZooKeeper client port (ZooKeeper's secureClientPort), -1 without one."""
-        return -1
+        srv = self._zk_secure_server
+        return int(srv.sockets[0].getsockname()[1]) if srv is not None and srv.sockets else -1
 
     def tree_digest(self) -> tuple[str, int] | None:
         """(digest of the whole data tree, its last zxid) for the ZooKeeper service, else None.

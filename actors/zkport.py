@@ -17,6 +17,7 @@ import getpass
 import logging
 import os
 import platform
+import secrets
 import socket
 import sys
 import time
@@ -71,7 +72,8 @@ class ZkClientConn(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else "?"
         ip = str(peer[0]) if isinstance(peer, tuple) and peer else ""
-        self.wire = ZkServerConn(key=self.key, peer_ip=ip, max_frame=self.server.cfg.zk_max_frame, words=self.words)
+        self.wire = ZkServerConn(key=self.key, peer_ip=ip, max_frame=self.server.cfg.zk_max_frame, words=self.words,
+                                 nonce=secrets.token_urlsafe(24))
         self.server._zk_clients.add(self)
         self.held.attach(transport)  # type: ignore[arg-type]
 

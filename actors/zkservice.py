@@ -38,7 +38,7 @@ class ZooKeeperService:
     def __init__(self, replica: int, stats: dict[str, int], cfg: EnsembleConfig | None = None) -> None:
         now = _now_ms()
         cfg = cfg or EnsembleConfig()
-        self.svc = ZkService(replica, _Tree(), now_ms=now, id_salt=0,
+        self.svc = ZkService(replica, _Tree(sasl_acls=bool(cfg.zk_sasl_jaas_file)), now_ms=now, id_salt=0,
                              min_timeout_ms=cfg.zk_min_session_timeout_ms, max_timeout_ms=cfg.zk_max_session_timeout_ms,
                              container_check_ms=cfg.zk_container_check_ms, super_digest=cfg.zk_super_digest or None)
         plant = os.environ.get("ZABRAY_PLANT_STALE_READS")

@@ -143,10 +143,13 @@ def _corrupt(zxid: int, msg: str) -> CorruptionError:
 class DataTree:
     """The tree and the leader's request processor; implements ``StateMachine``."""
 
-    def __init__(self, *, max_data_bytes: int = DEFAULT_MAX_DATA_BYTES) -> None:
+    def __init__(self, *, max_data_bytes: int = DEFAULT_MAX_DATA_BYTES, sasl_acls: bool = False) -> None:
+        """``sasl_acls``: ACLs may name the ``sasl`` scheme (the ensemble authenticates with
+        SASL); every replica of an ensemble must agree, as its config does."""
         if type(max_data_bytes) is not int or max_data_bytes < 0:
             raise BadArgumentsError(f"max_data_bytes must be a non-negative int, got {max_data_bytes!r}")
         self.max_data_bytes = max_data_bytes
+        self.sasl_acls = sasl_acls
         self._nodes: dict[str, Node] = _initial_nodes()
         self._sessions: dict[int, int] = {}  # live session id -> timeout_ms
         self._ephemerals: dict[int, set[str]] = {}  # live session id -> paths it owns

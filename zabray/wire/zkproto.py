@@ -340,6 +340,22 @@ class WhoAmIResponse(Record):
     FIELDS: ClassVar[tuple[Any, ...]] = (("vector", ClientInfo),)
 
 
+@dataclass(frozen=True, slots=True)
+class GetSASLRequest(Record):
+    """A SASL mechanism's token from the client (opcode 102)."""
+
+    token: bytes | None
+    FIELDS: ClassVar[tuple[Any, ...]] = ("buffer",)
+
+
+@dataclass(frozen=True, slots=True)
+class SetSASLResponse(Record):
+    """The server's SASL token in answer."""
+
+    token: bytes | None
+    FIELDS: ClassVar[tuple[Any, ...]] = ("buffer",)
+
+
 # -- multi ---------------------------------------------------------------------------------
 
 _END = MultiHeader(-1, True, -1)
@@ -452,6 +468,7 @@ REQUESTS: dict[int, type[Record] | None] = {
     OpCode.CLOSE_SESSION: None,
     OpCode.WHO_AM_I: None,
     OpCode.AUTH: AuthPacket,
+    OpCode.SASL: GetSASLRequest,
     OpCode.SET_WATCHES: SetWatches,
     OpCode.SET_WATCHES2: SetWatches2,
     OpCode.ADD_WATCH: PathTypeRequest,
@@ -484,6 +501,7 @@ RESPONSES: dict[int, type[Record] | None] = {
     OpCode.CLOSE_SESSION: None,
     OpCode.WHO_AM_I: WhoAmIResponse,
     OpCode.AUTH: None,
+    OpCode.SASL: SetSASLResponse,
     OpCode.SET_WATCHES: None,
     OpCode.SET_WATCHES2: None,
     OpCode.ADD_WATCH: ErrorResponse,  # ZooKeeper answers ErrorResponse(0); its Java client reads it

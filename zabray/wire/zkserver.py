@@ -86,8 +86,10 @@ class ZkServerConn:
     """ZooKeeper's client protocol on one connection (see the module docstring)."""
 
     def __init__(self, *, key: bytes, peer_ip: str, max_frame: int = zp.DEFAULT_MAX_FRAME,
-                 words: frozenset[str] = frozenset()) -> None:
+                 words: frozenset[str] = frozenset(), nonce: str = "") -> None:
+        """``nonce``: this connection's fresh, unguessable SASL nonce (DIGEST-MD5), from the shell."""
         self.key = key
+        self.nonce = nonce
         self.peer_ip = peer_ip
         self.words = words
         self.frames = zp.FrameSplitter(max_frame)
@@ -126,6 +128,8 @@ class ZkServerConn:
                 continue
             req = zp.decode_request(payload)
             op = to_op(req)
+            if type(op) is zm.Sasl:
+                op = zm.Sasl(op.token, self.nonce)
             sub: tuple[int, ...] = ()
             if req.op in (zp.OpCode.MULTI, zp.OpCode.MULTI_READ) and req.body is not None:
                 sub = tuple(o for o, _ in req.body.ops)  # type: ignore[attr-defined]
@@ -198,6 +202,8 @@ class ZkServerConn:
             return zp.encode_record(zp.ConnectResponse(0, int(timeout), sid, session_password(sid, self.key),
                                                        False)), False
         close = op == zp.OpCode.CLOSE_SESSION
+        if op == zp.OpCode.SASL:
+            zxid = 0  # ZooKeeper answers SASL tokens outside the txn stream, with zxid 0
         if error is None:
             if op == zp.OpCode.EXISTS and value is None:
                 return zp.encode_reply(xid, zxid, zp.Err.NO_NODE), close

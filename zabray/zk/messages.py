@@ -114,6 +114,16 @@ class AddAuth:
 
 
 @dataclass(frozen=True, slots=True)
+class Sasl:
+    """A SASL token from the client (ZooKeeper's opcode 102: DIGEST-MD5 here). ``nonce`` is the
+    connection's own, fresh and unguessable, drawn by the shell: the service has no randomness.
+    Answered with the server's token; a failure is AUTH_FAILED and the connection is closed."""
+
+    token: bytes
+    nonce: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class WhoAmI:
     pass
 
@@ -155,7 +165,7 @@ class Malformed:
 
 
 Read = (GetData | Exists | GetChildren | GetACL | GetAllChildrenNumber | GetEphemerals | MultiRead | AddAuth
-        | WhoAmI | AddWatch | CheckWatches | RemoveWatches | SetWatches)
+        | Sasl | WhoAmI | AddWatch | CheckWatches | RemoveWatches | SetWatches)
 """Answered from this replica's tree and tables, in order behind the connection's earlier requests."""
 Write = Create | Delete | SetData | SetACL | Check | Multi | Sync | CloseSession
 ClientOp = Connect | Ping | Read | Write | Malformed | Unimplemented
@@ -303,7 +313,7 @@ class CloseConn(ServiceAction):
 __all__ = [
     "Check", "CloseSession", "Create", "Delete", "Multi", "SetACL", "SetData", "Sync",
     "Watches", "Connect", "SetWatches", "Ping", "Malformed", "Unimplemented", "GetData", "Exists", "GetChildren",
-    "GetACL", "GetAllChildrenNumber", "GetEphemerals", "MultiRead", "AddAuth", "WhoAmI", "AddWatch",
+    "GetACL", "GetAllChildrenNumber", "GetEphemerals", "MultiRead", "AddAuth", "Sasl", "WhoAmI", "AddWatch",
     "CheckWatches", "RemoveWatches", "Read", "Write", "ClientOp",
     "ServiceEvent", "ConnClosed", "ClientRequest", "TxnDelivered", "TxnCommitted", "TxnFailed",
     "SessionsAlive", "ServiceTick", "RoleChanged", "StepEnd",

@@ -44,11 +44,12 @@ from collections.abc import Callable
 from typing import Any
 
 from zabray.protocol.events import RID_MASK
-from zabray.tree import AuthId, DataTree, OpCode, Result, ZooKeeperError, authenticate
+from zabray.tree import AuthFailedError, AuthId, DataTree, OpCode, Result, ZooKeeperError, authenticate
 from zabray.tree import ops as tops
 from zabray.tree.acl import allowed as acl_allowed
 from zabray.tree.znode import PERM_READ
 from zabray.zk import reads
+from zabray.zk.digest_md5 import DigestMD5Server, SaslFailure
 from zabray.zk.messages import (
     AddAuth,
     AddWatch,
@@ -78,6 +79,7 @@ from zabray.zk.messages import (
     Reply,
     ReportTouches,
     RoleChanged,
+    Sasl,
     ServiceAction,
     ServiceEvent,
     ServiceTick,
@@ -104,7 +106,7 @@ log = logging.getLogger(__name__)
 
 MIN_TIMEOUT_MS = 400
 MAX_TIMEOUT_MS = 120_000
-_READS = (GetData, Exists, GetChildren, GetACL, GetAllChildrenNumber, GetEphemerals, MultiRead, AddAuth, WhoAmI,
+_READS = (GetData, Exists, GetChildren, GetACL, GetAllChildrenNumber, GetEphemerals, MultiRead, AddAuth, Sasl, WhoAmI,
           AddWatch, CheckWatches, RemoveWatches, SetWatches)
 _TREE_READS = (GetData, Exists, GetChildren, GetACL, GetAllChildrenNumber, GetEphemerals, MultiRead, WhoAmI)
 _WATCH_OPS = (AddWatch, CheckWatches, RemoveWatches)
@@ -127,7 +129,7 @@ class _Entry:
 
 
 class _Conn:
-    __slots__ = ("conn", "session", "queue", "closing", "reads", "refusing", "auth", "opening", "waiting")
+    __slots__ = ("conn", "session", "queue", "closing", "reads", "refusing", "auth", "opening", "waiting", "sasl")
 
     def __init__(self, conn: int) -> None:
         self.conn = conn
@@ -139,6 +141,7 @@ class _Conn:
         self.auth: tuple[AuthId, ...] = ()  # the connection's ids: its address, then addAuth's
         self.opening: _Entry | None = None  # the connect creating the session, until answered
         self.waiting: list[tuple[int, ClientOp]] = []  # requests that arrived behind it meanwhile
+        self.sasl: DigestMD5Server | None = None  # the connection's SASL exchange, once begun
 
 
 class ZkService:
@@ -150,11 +153,15 @@ class ZkService:
     to ``[min_timeout_ms, max_timeout_ms]``. The leader looks for empty containers and expired
     TTL znodes every ``container_check_ms`` (0: never) and submits their deletion.
     ``super_digest`` (``super:<base64 sha1>``) names ZooKeeper's superuser credential.
+    ``sasl_users`` (name -> password, from the operator's JAAS file) are the DIGEST-MD5 users;
+    None: SASL is not configured and every SASL token is AUTH_FAILED. They are never logged,
+    traced or reported.
     """
 
     def __init__(self, replica: int, tree: DataTree | None = None, *, now_ms: int = 0, id_salt: int = 0,
                  min_timeout_ms: int = MIN_TIMEOUT_MS, max_timeout_ms: int = MAX_TIMEOUT_MS,
-                 container_check_ms: int = 60_000, super_digest: str | None = None) -> None:
+                 container_check_ms: int = 60_000, super_digest: str | None = None,
+                 sasl_users: dict[str, str] | None = None) -> None:
         self.replica = replica
         self.tree = tree if tree is not None else DataTree()
         self.now_ms = now_ms
@@ -163,6 +170,7 @@ class ZkService:
         self.max_timeout_ms = max(min_timeout_ms, max_timeout_ms)
         self.container_check_ms = container_check_ms
         self.super_digest = super_digest
+        self.sasl_users = sasl_users
         self._next_sweep = now_ms + container_check_ms
         self.sweeping: dict[str, int] = {}  # path -> core request id of its delete_container
         self.conns: dict[int, _Conn] = {}
@@ -411,6 +419,8 @@ class ZkService:
                 ip = next((i for s, i in st.auth if s == "ip"), None)  # the connection's own address
                 ids = authenticate(op.scheme, op.credential, super_digest=self.super_digest, address=ip)
                 st.auth += tuple(i for i in ids if i not in st.auth)
+            elif isinstance(op, Sasl):
+                value = self._sasl(st, op)
             elif isinstance(op, SetWatches):
                 w = op.watches
                 self._send_fired(st, self.watches.set_watches(
@@ -423,6 +433,26 @@ class ZkService:
             # of the step, which would leave this entry unanswered and drop the connection.
             error = ErrorInfo("BAD_ARGUMENTS", f"bad {type(op).__name__} request: {x}")
         e.reply = Reply(st.conn, e.xid, tree.last_zxid, error, value)
+
+    def _sasl(self, st: _Conn, op: Sasl) -> bytes:
+        """One DIGEST-MD5 step (``zabray.zk.digest_md5``); once complete the connection holds
+        ("sasl", user), as ZooKeeper's processSasl adds it. A failure is logged with its reason
+        (never a password) and answered AUTH_FAILED, which closes the connection."""
+        try:
+            if self.sasl_users is None:
+                raise SaslFailure("SASL is not configured on this ensemble (config key zk_sasl_jaas_file)")
+            if st.sasl is None:
+                if not op.nonce:
+                    raise SaslFailure("the connection has no SASL nonce")
+                st.sasl = DigestMD5Server(self.sasl_users, op.nonce)
+            token = st.sasl.respond(op.token)
+        except SaslFailure as x:
+            log.warning("replica %d: SASL authentication of session 0x%x failed: %s", self.replica, st.session, x)
+            raise AuthFailedError(f"SASL authentication failed: {x}") from None
+        user = st.sasl.user
+        if st.sasl.complete and user is not None and ("sasl", user) not in st.auth:
+            st.auth += (("sasl", user),)
+        return token
 
     # -- the core's answers ----------------------------------------------------------------------
 
