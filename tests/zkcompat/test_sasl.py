@@ -91,7 +91,7 @@ def test_kazoo_logs_in_and_sasl_acls_admit_only_its_user(servers: dict[str, str]
     try:
         user.create(path, b"mine", acl=[make_acl("sasl", "jaasuser", all=True)])
         assert user.get(path)[0] == b"mine"
-        assert ("sasl", "jaasuser") in {tuple(i) for i in kx.call(user, kx.who_am_i(), 10)}
+        assert ("sasl", "jaasuser") in kx.call(user, kx.who_am_i(), 10)[0]
         with pytest.raises(NoAuthError):
             other.get(path)
         user.delete(path)
@@ -106,8 +106,10 @@ def test_a_wrong_password_is_refused(servers: dict[str, str], system: str) -> No
     c = KazooClient(hosts=servers[system], timeout=10.0,
                     sasl_options={"mechanism": "DIGEST-MD5", "username": "jaasuser", "password": "wrong"})
     try:
+        # kazoo reports CONNECTED before its SASL exchange; the refusal reaches the next call
         with pytest.raises(AuthFailedError):
             c.start(timeout=60)
+            c.exists("/")
     finally:
         c.stop()
         c.close()
@@ -129,20 +131,26 @@ def test_the_java_client_logs_in_from_jaas_alike_on_both(servers: dict[str, str]
                                                          tmp_path: Path) -> None:
     runs = {s: _java(classes, hosts, "/sasl-java", tmp_path, "jaas_password") for s, hosts in servers.items()}
     assert runs["apache"] == ["STATE SyncConnected", "STATE SaslAuthenticated", "CREATED /sasl-java",
-                              "GOT from-java", "WHOAMI sasl:jaasuser"], runs["apache"]
+                              "GOT from-java", "WHOAMI sasl:jaasuser", "STATE Closed"], runs["apache"]
     assert runs["zabray"] == runs["apache"]
     bad = {s: _java(classes, hosts, "/sasl-java-bad", tmp_path, "wrong") for s, hosts in servers.items()}
     assert "STATE AuthFailed" in bad["apache"] and not any(ln.startswith("CREATED") for ln in bad["apache"])
     assert bad["zabray"] == bad["apache"], bad
 
 
-def test_a_gssapi_token_is_refused_by_both(servers: dict[str, str]) -> None:
-    # What a Kerberos client sends first: a GSS-API InitialContextToken (tag 0x60).
+def test_a_gssapi_token_gets_no_kerberos_answer_and_zabray_says_why(servers: dict[str, str]) -> None:
+    """What a Kerberos client sends first: a GSS-API InitialContextToken (tag 0x60). Apache
+    ZooKeeper's DIGEST-MD5 server ignores its content and answers a digest challenge, which the
+    Kerberos client cannot use; zabray refuses it at once (AUTH_FAILED, the connection closed,
+    the replica's log naming GSSAPI), the clear error a misconfigured client deserves."""
+    token = bytes([0x60, 0x82, 0x02, 0x3f, 0x06, 0x09]) + b"\0" * 32
+    answers = {}
     for system, hosts in servers.items():
-        port = int(hosts.split(",")[0].split(":")[1])
-        c = RawClient(port)
+        c = RawClient(int(hosts.split(",")[0].split(":")[1]))
         try:
-            hdr, _ = c.call(zp.OpCode.SASL, zp.GetSASLRequest(bytes([0x60, 0x82, 0x02, 0x3f, 0x06, 0x09]) + b"\0" * 32))
-            assert hdr.err == zp.Err.AUTH_FAILED, (system, hdr)
+            hdr, rec = c.call(zp.OpCode.SASL, zp.GetSASLRequest(token))
+            answers[system] = (hdr.err, rec.token if isinstance(rec, zp.SetSASLResponse) else None)
         finally:
             c.close()
+    assert answers["apache"][0] == 0 and b"realm=" in (answers["apache"][1] or b"")  # DIGEST-MD5, not Kerberos
+    assert answers["zabray"] == (zp.Err.AUTH_FAILED, None)

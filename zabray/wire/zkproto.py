@@ -547,12 +547,13 @@ def encode_request(xid: int, op: int, body: Record | None) -> bytes:
     return bytes(w.buf)
 
 
-def encode_reply(xid: int, zxid: int, err: int, body: Record | None = None) -> bytes:
-    """A length-prefixed reply frame; the body is sent only when ``err`` is OK (as ZooKeeper does)."""
+def encode_reply(xid: int, zxid: int, err: int, body: Record | None = None, *, body_on_error: bool = False) -> bytes:
+    """A length-prefixed reply frame; the body is sent only when ``err`` is OK (as ZooKeeper does),
+    or with ``body_on_error`` (ZooKeeper's failed SASL step carries its null token)."""
     w = Writer()
     w.buf += b"\0\0\0\0"
     ReplyHeader(xid, zxid, err).write(w)
-    if body is not None and err == Err.OK:
+    if body is not None and (err == Err.OK or body_on_error):
         body.write(w)
     _LEN.pack_into(w.buf, 0, len(w.buf) - 4)
     return bytes(w.buf)

@@ -215,6 +215,10 @@ class ZkServerConn:
         if op == zp.OpCode.MULTI:
             # A failed multi is answered OK in the header, every op's own result in the body.
             return zp.encode_reply(xid, zxid, 0, multi_failed(sub, error)), close
+        if op == zp.OpCode.SASL:
+            # As ZooKeeper's processSasl: the error with a null token (the Java client reads the
+            # token of every reply while its SASL exchange runs, then reports AuthFailed).
+            return zp.encode_reply(xid, zxid, zk_code(error.code), zp.SetSASLResponse(None), body_on_error=True), True
         return zp.encode_reply(xid, zxid, zk_code(error.code)), close or error.code == "AUTH_FAILED"
 
 

@@ -2,6 +2,7 @@
 // (-Djava.security.auth.login.config), for tests/zkcompat/test_sasl.py. Prints one line per
 // session state ("STATE <state>"), then what it could do as that user: create a znode only its
 // SASL user may touch, read it back, and who the server says it is; "ERROR <code>" for a refusal.
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -34,7 +35,8 @@ public final class SaslProbe {
         }
         String path = args[1];
         try {
-            List<ACL> acl = List.of(new ACL(ZooDefs.Perms.ALL, new Id("sasl", "jaasuser")));
+            List<ACL> acl = new ArrayList<>();  // (not List.of: the client's validateACL asks contains(null))
+            acl.add(new ACL(ZooDefs.Perms.ALL, new Id("sasl", "jaasuser")));
             zk.create(path, "from-java".getBytes("UTF-8"), acl, CreateMode.PERSISTENT);
             say("CREATED " + path);
             say("GOT " + new String(zk.getData(path, false, null), "UTF-8"));
