@@ -173,7 +173,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
 
             self.zk = ZooKeeperService(sid, self.stats, config)
         self.service: HostedService = self.zk if self.zk is not None else BroadcastService(self.stats)
-        self._service_role = (False, False)  # (serving, leading) as the service last heard it
+        self._service_role = (False, False, False)  # (serving, leading, looking) as the service last heard it
         self.metrics = ReplicaMetrics(ensemble, sid)
         self.stall_watch = StallWatch(f"replica {sid}", self.stats, config.sync_limit * config.tick_ms / 4000)
         self._logged_state: PeerState | None = None
@@ -242,7 +242,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
             from zabray.wire.zkserver import password_key
 
             key = password_key(self.secret.key if self.secret is not None else None, self.ensemble)
-            words = allowed_words(self.cfg.zk_four_letter_words, read_only=False)
+            words = allowed_words(self.cfg.zk_four_letter_words, read_only=self.cfg.zk_read_only)
 
             async def start_zk(port: int) -> int:
                 self._zk_server = await loop.create_server(
@@ -622,12 +622,13 @@ class ReplicaServer(FaultHooks, GroupCommit):
                 "applied": int(self.node.applied) if self.node is not None else 0}
 
 
-def _role(node: Node) -> tuple[bool, bool]:
-    """(serving, leading) for the hosted service: serving is being in broadcast as leader,
-    follower or observer; leading, as the established leader."""
+def _role(node: Node) -> tuple[bool, bool, bool]:
+    """(serving, leading, looking) for the hosted service: serving is being in broadcast as
+    leader, follower or observer; leading, as the established leader; looking, in election with
+    its disk's state (not rejoining), when read-only mode may serve."""
     state = node.state  # checked first: a step's role test runs on every step
     serving = state in _SERVING_STATES and node.role.phase_name() == "broadcast"
-    return serving, serving and state is PeerState.LEADING
+    return serving, serving and state is PeerState.LEADING, state is PeerState.LOOKING and not node.rejoining
 
 
 _SERVING_STATES = frozenset({PeerState.LEADING, PeerState.FOLLOWING, PeerState.OBSERVING})

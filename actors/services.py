@@ -38,8 +38,8 @@ class HostedService(Protocol):
     """The core's state machine (None: the core's own value log)."""
 
     def client(self, conn: ClientConn, req: cp.SubmitReq | cp.ZkReq) -> list[Event]: ...
-    def core(self, actions: list[Action], serving: bool, leading: bool) -> list[Event]: ...
-    def tick(self, serving: bool, leading: bool) -> list[Event]: ...
+    def core(self, actions: list[Action], serving: bool, leading: bool, looking: bool = False) -> list[Event]: ...
+    def tick(self, serving: bool, leading: bool, looking: bool = False) -> list[Event]: ...
     def conn_lost(self, conn: ServiceConn) -> None: ...
     def status(self) -> dict[str, Any] | None: ...
 
@@ -65,7 +65,7 @@ class BroadcastService:
         self.stats["submitted"] += 1
         return [Submit(rid, req.value)]
 
-    def core(self, actions: list[Action], serving: bool, leading: bool) -> list[Event]:
+    def core(self, actions: list[Action], serving: bool, leading: bool, looking: bool = False) -> list[Event]:
         for a in actions:
             if type(a) is Committed or type(a) is Failed:
                 entry = self._pending.pop(a.request_id, None)
@@ -80,7 +80,7 @@ class BroadcastService:
                     conn.send(cp.FailedRep(client_rid, a.reason, a.uncertain))  # type: ignore[union-attr]
         return []
 
-    def tick(self, serving: bool, leading: bool) -> list[Event]:
+    def tick(self, serving: bool, leading: bool, looking: bool = False) -> list[Event]:
         return []
 
     def conn_lost(self, conn: ServiceConn) -> None:

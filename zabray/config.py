@@ -92,6 +92,9 @@ class EnsembleConfig:
     appear in traces, status, logs or ``conf``. Empty: no SASL."""
     zk_sasl_jaas_section: str = "Server"
     """The JAAS section with the users (ZooKeeper's ``zookeeper.sasl.serverconfig``)."""
+    zk_read_only: bool = False
+    """A replica cut off from its quorum serves read-only sessions (kazoo's ``read_only=True``,
+    the Java client's ``canBeReadOnly``), as ZooKeeper does with ``readonlymode.enabled=true``."""
     data_dir: str = "/tmp/zabray/data"
     run_dir: str = "runs"
     trace: bool = True
@@ -229,6 +232,8 @@ class EnsembleConfig:
             out.append("config key 'zk_super_digest' must look like super:<base64 sha1> (ZooKeeper's DigestAuthenticationProvider)")
         if self.zk_sasl_jaas_file and self.service != "zookeeper":
             out.append("config key 'zk_sasl_jaas_file' needs service: zookeeper (SASL is ZooKeeper's client protocol)")
+        if self.zk_read_only and self.service != "zookeeper":
+            out.append("config key 'zk_read_only' needs service: zookeeper")
         if not self.data_dir:
             out.append("config key 'data_dir' must name a directory")
         if self.secret_file and not self.auth:

@@ -153,7 +153,7 @@ class ZkServerConn:
         self._next += 1
         self._pending[rid] = (0, _CONNECT, ())
         out.requests.append((rid, zm.Connect(req.sessionId, req.timeOut, req.lastZxidSeen,
-                                             auth=(("ip", self.peer_ip),))))
+                                             auth=(("ip", self.peer_ip),), read_only=bool(req.read_only))))
 
     def _expired(self) -> bytes:
         return zp.encode_record(zp.ConnectResponse(0, 0, 0, bytes(PASSWORD_LEN), self.read_only))
@@ -196,11 +196,12 @@ class ZkServerConn:
         if op == _CONNECT:
             if error is not None:
                 return (self._expired() if error.code == "SESSION_EXPIRED" else b""), True
-            sid, timeout = value
+            sid, timeout = value[0], value[1]
+            read_only = len(value) > 2 and bool(value[2])  # (sid, timeout, read-only session?)
             self.session_id = sid
             self.timeout_ms = int(timeout)
             return zp.encode_record(zp.ConnectResponse(0, int(timeout), sid, session_password(sid, self.key),
-                                                       False)), False
+                                                       bool(read_only))), False
         close = op == zp.OpCode.CLOSE_SESSION
         if op == zp.OpCode.SASL:
             zxid = 0  # ZooKeeper answers SASL tokens outside the txn stream, with zxid 0
@@ -212,8 +213,9 @@ class ZkServerConn:
                 if data is not None:
                     return data, close
             return zp.encode_reply(xid, zxid, 0, to_response(op, value, sub)), close
-        if op == zp.OpCode.MULTI:
-            # A failed multi is answered OK in the header, every op's own result in the body.
+        if op == zp.OpCode.MULTI and error.code != "NOT_READ_ONLY":
+            # A failed multi is answered OK in the header, every op's own result in the body
+            # (a read-only server refuses the whole request in the header, as ZooKeeper's does).
             return zp.encode_reply(xid, zxid, 0, multi_failed(sub, error)), close
         if op == zp.OpCode.SASL:
             # As ZooKeeper's processSasl: the error with a null token (the Java client reads the

@@ -36,7 +36,10 @@ class Connect:
     ``watches_since``: the zxid ``watches`` are re-registered from (ZooKeeper's SetWatches
     relativeZxid), when it differs from ``last_zxid``: a client has every notification of a
     change at or below the newest *reply* it got, but a notification at zxid Z may have come
-    without the others Z fired before its connection broke."""
+    without the others Z fired before its connection broke. ``read_only``: the client accepts a
+    read-only session (ZooKeeper's ConnectRequest readOnly flag, kazoo's ``read_only=True``,
+    the Java client's ``canBeReadOnly``). The answer's value is (session id, negotiated
+    timeout, whether the session is read-only)."""
 
     session_id: int
     timeout_ms: int
@@ -44,6 +47,7 @@ class Connect:
     watches: Watches = Watches()
     auth: tuple[AuthId, ...] = ()
     watches_since: int | None = None
+    read_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,10 +236,12 @@ class ServiceTick(ServiceEvent):
 @dataclass(frozen=True, slots=True)
 class RoleChanged(ServiceEvent):
     """``serving``: the core is in broadcast (leading, following or observing); ``leading``:
-    it is the established leader."""
+    it is the established leader; ``looking``: it is in leader election (and holds its disk's
+    state: not rejoining), the only time a replica may serve read-only sessions."""
 
     serving: bool
     leading: bool
+    looking: bool = False
 
 
 @dataclass(frozen=True, slots=True)

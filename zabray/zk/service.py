@@ -24,6 +24,11 @@ READ the znode (ZooKeeper 3.8's rule; the watch is used up either way). One-shot
 watches go with it; a moving client re-registers them with its last seen zxid and those whose
 change it missed fire at once (ZooKeeper's SetWatches).
 
+Read-only mode (``read_only_after_ms``; ``zabray.zk.read_only`` decides when): a replica
+looking for a leader serves clients that asked for read-only from its tree (only committed txns),
+never a session that saw more than the tree (``BEHIND``); writes are NOT_READ_ONLY; leaving the
+mode closes every connection.
+
 Sessions. A new session is a ``create_session`` txn; resuming is refused (``BEHIND``) by a
 replica whose tree is older than the session's last seen zxid, and any connect while not
 serving is refused (``NOT_READY``). Requests sent right behind a new session's connect (the Java
@@ -100,6 +105,7 @@ from zabray.zk.messages import (
     WhoAmI,
     Write,
 )
+from zabray.zk.read_only import ReadOnlyMode
 from zabray.zk.watches import Fired, WatchTables
 
 log = logging.getLogger(__name__)
@@ -161,7 +167,7 @@ class ZkService:
     def __init__(self, replica: int, tree: DataTree | None = None, *, now_ms: int = 0, id_salt: int = 0,
                  min_timeout_ms: int = MIN_TIMEOUT_MS, max_timeout_ms: int = MAX_TIMEOUT_MS,
                  container_check_ms: int = 60_000, super_digest: str | None = None,
-                 sasl_users: dict[str, str] | None = None) -> None:
+                 sasl_users: dict[str, str] | None = None, read_only_after_ms: int | None = None) -> None:
         self.replica = replica
         self.tree = tree if tree is not None else DataTree()
         self.now_ms = now_ms
@@ -182,13 +188,14 @@ class ZkService:
         self.expiring: dict[int, int] = {}  # session -> core request id of its close
         self.serving = False
         self.leading = False
-        self.read_only_serving = False  # cut off from the quorum, serving read-only sessions
+        self.ro = ReadOnlyMode(read_only_after_ms)
         self.dirty: set[int] = set()  # connections to drain at the end of the core step
         self._next_rid = 1
         self._counter = 0
         self._out: list[ServiceAction] = []
         self.stats = {"sessions_created": 0, "sessions_expired": 0, "reads": 0, "writes": 0,
-                      "watch_events": 0, "refused_behind": 0, "refused_not_ready": 0}
+                      "watch_events": 0, "refused_behind": 0, "refused_not_ready": 0, "read_only_sessions": 0,
+                      "refused_not_read_only": 0}
 
     # -- the interface -----------------------------------------------------------------------
 
@@ -217,8 +224,8 @@ class ZkService:
             case ServiceTick(now_ms):
                 self.now_ms = max(self.now_ms, now_ms)
                 self._tick()
-            case RoleChanged(serving, leading):
-                self._role(serving, leading)
+            case RoleChanged(serving, leading, looking):
+                self._role(serving, leading, looking)
             case _:
                 raise TypeError(f"unknown service event {event!r:.80}")
         out, self._out = self._out, []
@@ -229,7 +236,13 @@ class ZkService:
         actor, ``zabray status``) and runs on the replica's loop. ``tree.digest()`` walks it."""
         return {"last_zxid": self.tree.last_zxid, "znodes": len(self.tree),
                 "sessions": len(self.tree.sessions()), "connected": len(self.by_session),
-                "tracking": None if self.tracker is None else len(self.tracker), **self.stats}
+                "tracking": None if self.tracker is None else len(self.tracker),
+                "read_only": self.ro.serving, "local_sessions": len(self.ro.local), **self.stats}
+
+    @property
+    def read_only_serving(self) -> bool:
+        """Cut off from its quorum, the replica serves read-only sessions."""
+        return self.ro.serving
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -239,7 +252,7 @@ class ZkService:
             st = self.conns[conn] = _Conn(conn)
         if isinstance(op, Ping):
             if st.session:
-                self.touched.add(st.session)
+                self._touch(st.session)
             self._out.append(Reply(conn, xid, self.tree.last_zxid, None, None))
             return
         if st.opening is not None:
@@ -261,13 +274,31 @@ class ZkService:
         if not st.session:
             self._answer_now(st, xid, ErrorInfo("SESSION_EXPIRED", "no live session on this connection"))
             return
-        self.touched.add(st.session)
+        self._touch(st.session)
         if isinstance(op, _READS):
             st.queue.append(_Entry(xid, st, op))
             st.reads += 1
             self._drain(st)
+        elif self.ro.serving:
+            self._read_only_write(st, xid, op)
         else:
             self._write(st, xid, op)
+
+    def _touch(self, sid: int) -> None:
+        self.touched.add(sid)
+        if self.ro.serving:
+            self.ro.touch(sid, self.now_ms)
+
+    def _read_only_write(self, st: _Conn, xid: int, op: ClientOp) -> None:
+        """A write in read-only mode: NOT_READ_ONLY, but a local session may close itself."""
+        sid = st.session
+        if isinstance(op, CloseSession) and self.ro.close(sid):
+            self._answer_now(st, xid, None)
+            self._end_local(sid, expired=False)
+            return
+        self.stats["refused_not_read_only"] += 1
+        self._answer_now(st, xid, ErrorInfo(
+            "NOT_READ_ONLY", f"replica {self.replica} is read-only: it cannot reach a quorum, so it takes no writes"))
 
     def _answer_now(self, st: _Conn, xid: int, error: ErrorInfo | None, value: Any = None) -> None:
         e = _Entry(xid, st)
@@ -466,7 +497,7 @@ class ZkService:
             if result is not None:
                 value = result.value
                 if result.op == OpCode.CREATE_SESSION:
-                    value = (result.session_id, result.value)
+                    value = (result.session_id, result.value, False)
         else:
             x = result.error
             assert x is not None
@@ -535,7 +566,14 @@ class ZkService:
             if t is not None and s not in self.expiring:
                 tr[s] = self.now_ms + t
 
-    def _role(self, serving: bool, leading: bool) -> None:
+    def _role(self, serving: bool, leading: bool, looking: bool = False) -> None:
+        if self.ro.role(serving, looking, self.now_ms):
+            # The replica follows or leads again: like ZooKeeper shutting its read-only server
+            # down, every connection closes (local sessions are forgotten).
+            log.info("replica %d: leaving read-only mode: closing %d connection(s)", self.replica, len(self.conns))
+            for st in sorted(self.conns.values(), key=lambda c: c.conn):
+                self._out.append(CloseConn(st.conn))
+                self._conn_closed(st.conn)
         if self.serving and not serving:
             # ZooKeeper drops its clients when it loses the leader: they move to a serving replica.
             for st in sorted(self.conns.values(), key=lambda c: c.conn):
@@ -559,6 +597,7 @@ class ZkService:
 
     def _tick(self) -> None:
         if not self.serving:
+            self._read_only_tick()
             return
         if self.touched:
             self._out.append(ReportTouches(tuple(sorted(self.touched))))
@@ -578,6 +617,45 @@ class ZkService:
                 if path not in self.sweeping:
                     self.sweeping[path] = self._submit(_Entry(0, None), tops.delete_container(path, time_ms=self.now_ms))
 
+    # -- read-only mode ------------------------------------------------------------------------------
+
+    def _read_only_tick(self) -> None:
+        began, expired = self.ro.tick(self.now_ms)
+        if began:
+            log.info("replica %d: no quorum for %d ms: serving read-only sessions", self.replica, self.ro.after_ms)
+        for sid in expired:
+            self._end_local(sid, expired=True)
+
+    def _end_local(self, sid: int, expired: bool) -> None:
+        """A local session is over: its watches go; if it expired, its connection is told."""
+        self.watches.drop_session(sid)
+        st = self.by_session.pop(sid, None)
+        if st is not None:
+            st.session = 0
+            if expired:
+                self.stats["sessions_expired"] += 1
+                self._out.append(SessionEnded(st.conn, sid, self.tree.last_zxid))
+
+    def _connect_read_only(self, st: _Conn, xid: int, op: Connect, timeout: int) -> None:
+        sid = op.session_id
+        st.auth = tuple(op.auth)
+        if sid == 0:
+            sid = self._new_session_id()
+            self.ro.open(sid, timeout, self.now_ms)
+            self.stats["read_only_sessions"] += 1
+            self._bind(st, sid, op.watches, op.last_zxid if op.watches_since is None else op.watches_since)
+            self._answer_now(st, xid, None, (sid, timeout, True))
+            return
+        live = self.tree.session_timeout(sid)
+        if live is None:
+            live = self.ro.timeout(sid)
+        if live is None:
+            self._answer_now(st, xid, ErrorInfo("SESSION_EXPIRED", f"session 0x{sid:x} has expired"))
+            return
+        self._bind(st, sid, op.watches, op.last_zxid if op.watches_since is None else op.watches_since)
+        self._touch(sid)
+        self._answer_now(st, xid, None, (sid, live, True))
+
     # -- sessions ----------------------------------------------------------------------------------
 
     def _conn_closed(self, conn: int) -> None:
@@ -593,9 +671,11 @@ class ZkService:
             self.watches.drop_session(st.session)
 
     def _connect(self, st: _Conn, xid: int, op: Connect) -> None:
-        if not self.serving:
+        read_only = not self.serving and self.ro.serving and op.read_only
+        if not self.serving and not read_only:
             self.stats["refused_not_ready"] += 1
-            self._answer_now(st, xid, ErrorInfo("NOT_READY", f"replica {self.replica} is not serving"))
+            why = "serves read-only sessions only" if self.ro.serving else "is not serving"
+            self._answer_now(st, xid, ErrorInfo("NOT_READY", f"replica {self.replica} {why}"))
             return
         if op.last_zxid > self.tree.last_zxid:
             self.stats["refused_behind"] += 1
@@ -607,13 +687,20 @@ class ZkService:
             self._answer_now(st, xid, ErrorInfo("BAD_ARGUMENTS", "this connection already has a session"))
             return
         timeout = max(self.min_timeout_ms, min(self.max_timeout_ms, op.timeout_ms))
+        if read_only:
+            self._connect_read_only(st, xid, op, timeout)
+            return
         st.auth = tuple(op.auth)
         sid = op.session_id
         if sid == 0:
             sid = self._new_session_id()
             e = st.opening = _Entry(xid, st)
             st.queue.append(e)
-            e.on_ok = lambda: self._bind(st, sid, Watches(), 0)
+            # A client asking for a new session may bring watches from an earlier one (a client
+            # leaving a read-only replica's local session, as the Java client does with its
+            # SetWatches): registered from its last zxid, the changes it missed fire at once.
+            since = op.last_zxid if op.watches_since is None else op.watches_since
+            e.on_ok = lambda: self._bind(st, sid, op.watches, since)
             self._submit(e, tops.create_session(sid, timeout, time_ms=self.now_ms))
             return
         live = self.tree.session_timeout(sid)
@@ -622,7 +709,7 @@ class ZkService:
             return
         self._bind(st, sid, op.watches, op.last_zxid if op.watches_since is None else op.watches_since)
         self.touched.add(sid)
-        self._answer_now(st, xid, None, (sid, live))
+        self._answer_now(st, xid, None, (sid, live, False))
 
     def _bind(self, st: _Conn, sid: int, watches: Watches, last_zxid: int) -> None:
         if st.conn not in self.conns:
