@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from actors.zkport import dir_size, environment, fd_counts, safe_config
 from zabray.protocol.messages import PeerState
+from zabray.protocol.role import Phase
 from zabray.wire.four_letter import AdminView, Latency
 
 if TYPE_CHECKING:
@@ -26,9 +27,9 @@ def mode_of(server: ReplicaServer) -> tuple[str, str]:
     node = server.node
     if node is None or server.fatal is not None:
         return "not serving", "looking"
-    phase = node.role.phase_name()
-    peer = f"{node.state.name.lower()} - {phase}"
-    if phase == "broadcast" and node.state in _MODES:
+    phase = node.role.phase
+    peer = f"{node.state.name.lower()} - {phase.value}"
+    if phase is Phase.BROADCAST and node.state in _MODES:
         mode = _MODES[node.state]
         if mode == "leader" and len(server.proto.voters) == 1 and not server.proto.observers:
             mode = "standalone"

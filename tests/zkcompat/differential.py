@@ -494,7 +494,7 @@ def _commit(c: KazooClient) -> Any:
 
 
 def four_letter_text(host: str, port: int, word: str) -> str:
-    from zabray.apache_zk import four_letter
+    from zabray.driver.apache_zk import four_letter
 
     return four_letter(host, port, word, timeout=5.0)
 

@@ -35,7 +35,7 @@ from typing import Any
 import kazoo.testing.harness as harness
 from kazoo.testing.common import ZookeeperCluster
 
-from zabray import apache_zk
+from zabray.driver import apache_zk
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ class ZabrayCluster:
 
     def start(self) -> None:
         if self.ens is None:
-            from zabray.ensemble import Ensemble
+            from zabray.driver.ensemble import Ensemble
 
             name = f"kazoo-{os.getpid()}-{time.monotonic_ns() % 10**8}"
             self.ens = Ensemble.start(self.size - self.observers, self.observers, name=name, **self._overrides())

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from zabray import apache_zk
-from zabray.ensemble import Ensemble
+from zabray.driver import apache_zk
+from zabray.driver.ensemble import Ensemble
 from zabray.wire import four_letter
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.ray]

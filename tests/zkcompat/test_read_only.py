@@ -19,8 +19,8 @@ from kazoo.exceptions import KazooException, NotReadOnlyCallError
 from tests.ensemble.conftest import wait_until
 from tests.zkcompat.clients import CLASSPATH
 from tests.zkcompat.differential import read_only_scenario
-from zabray import apache_zk
-from zabray.ensemble import Ensemble
+from zabray.driver import apache_zk
+from zabray.driver.ensemble import Ensemble
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.ray]
 SOURCE = Path(__file__).resolve().parent / "java" / "ReadOnlyProbe.java"

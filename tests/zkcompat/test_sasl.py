@@ -22,8 +22,8 @@ from kazoo.security import make_acl
 from tests.wire.rawclient import RawClient
 from tests.zkcompat import kazoo_extra as kx
 from tests.zkcompat.clients import CLASSPATH
-from zabray import apache_zk
-from zabray.ensemble import Ensemble
+from zabray.driver import apache_zk
+from zabray.driver.ensemble import Ensemble
 from zabray.wire import zkproto as zp
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.ray]
