@@ -1,5 +1,5 @@
 """kazoo 2.11's own test suite, a fast subset in CI (the whole suite: ``python
-tests/zkcompat/kazoo_suite.py``, about half an hour): the same kazoo tests, unchanged, against
+tests/zkcompat/kazoo_suite.py``, 20 to 40 minutes here): the same kazoo tests, unchanged, against
 Apache ZooKeeper 3.8 and a zabray ensemble through kazoo's own harness, compared test by test.
 The subset covers what once separated the two: the version kazoo reads from ``envi`` (every
 test that gates on it), SASL DIGEST-MD5, read-only mode and the TLS port, and a recipe.
