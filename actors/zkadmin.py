@@ -7,16 +7,101 @@ of the few files in the replica's store. Nothing here walks the data tree.
 
 from __future__ import annotations
 
+import getpass
+import os
+import platform
+import socket
+import sys
 import time
-from typing import TYPE_CHECKING
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from actors.zkport import dir_size, environment, fd_counts, safe_config
 from zabray.protocol.messages import PeerState
 from zabray.protocol.role import Phase
+from zabray.wire import four_letter
 from zabray.wire.four_letter import AdminView, Latency
 
 if TYPE_CHECKING:
     from actors.replica import ReplicaServer
+
+_JAVA_ONLY = ("java.version", "java.vendor", "java.home", "java.class.path", "java.library.path", "java.io.tmpdir",
+              "java.compiler")
+
+
+@cache
+def _static_environment() -> tuple[tuple[str, str], ...]:
+    try:
+        host = socket.getfqdn(socket.gethostname())  # the JVM's getCanonicalHostName
+    except OSError:
+        host = "<NA>"
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "<NA>"
+    arch = {"x86_64": "amd64"}.get(platform.machine(), platform.machine())  # the JVM's os.arch names
+    return (("host.name", host or "<NA>"), *((k, "<NA>") for k in _JAVA_ONLY),
+            ("os.name", platform.system()), ("os.arch", arch), ("os.version", platform.release()),
+            ("user.name", user), ("user.home", str(Path.home())), ("user.dir", os.getcwd()))
+
+
+def _mb(n: int) -> str:
+    return f"{n // (1024 * 1024)}MB"
+
+
+def environment() -> list[tuple[str, str]]:
+    """What ``envi`` reports, in ZooKeeper's order: its version first (kazoo's ``server_version``
+    reads it), then host.name, java.* (``<NA>``: no JVM here), os.* and user.*, then memory:
+    ``os.memory.total`` this process's resident size, ``os.memory.max`` the machine's memory and
+    ``os.memory.free`` what the machine has available (Python has no heap limit to report), and
+    last zabray's own lines. Never the secret or its file."""
+    mem: list[tuple[str, str]] = []
+    try:
+        meminfo = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines() if ":" in line)
+        rss_pages = int(Path("/proc/self/statm").read_text().split()[1])
+        mem = [("os.memory.free", _mb(int(meminfo["MemAvailable"].split()[0]) * 1024)),
+               ("os.memory.max", _mb(int(meminfo["MemTotal"].split()[0]) * 1024)),
+               ("os.memory.total", _mb(rss_pages * os.sysconf("SC_PAGE_SIZE")))]
+    except (OSError, KeyError, ValueError, IndexError):
+        mem = [("os.memory.free", "<NA>"), ("os.memory.max", "<NA>"), ("os.memory.total", "<NA>")]
+    return [("zookeeper.version", four_letter.VERSION), *_static_environment(), *mem,
+            ("python.version", sys.version.split()[0]), ("python.implementation", platform.python_implementation()),
+            ("python.executable", sys.executable), ("process.id", str(os.getpid()))]
+
+
+_HIDDEN = ("secret", "key", "digest", "sasl", "jaas", "password")
+
+
+def safe_config(cfg: Any) -> dict[str, object]:
+    """zabray's config minus anything naming secrets, keys or credentials' files."""
+    return {k: v for k, v in cfg.to_dict().items() if not any(h in k for h in _HIDDEN) and k != "extra"}
+
+
+def fd_counts() -> tuple[int, int]:
+    """(open file descriptors, their limit) of this process, -1 where unknown (mntr)."""
+    import resource
+
+    try:
+        n = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        n = -1
+    return n, resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def dir_size(path: Path) -> int:
+    """Bytes of the regular files under ``path`` (``dirs``, ``conf``'s dataDirSize)."""
+    total = 0
+    try:
+        for p in path.rglob("*"):
+            try:
+                if p.is_file():
+                    total += p.stat().st_size
+            except OSError:
+                continue
+    except OSError:
+        return 0
+    return total
+
 
 _MODES = {PeerState.LEADING: "leader", PeerState.FOLLOWING: "follower", PeerState.OBSERVING: "observer"}
 
@@ -122,4 +207,4 @@ def reset(server: ReplicaServer, word: str) -> None:
             c.reset_stats()
 
 
-__all__ = ["admin_view", "mode_of", "reset"]
+__all__ = ["admin_view", "dir_size", "environment", "fd_counts", "mode_of", "reset", "safe_config"]
