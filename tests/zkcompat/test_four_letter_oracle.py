@@ -186,7 +186,7 @@ def test_mntr_names_zookeepers_keys(sides: tuple[Side, Side]) -> None:
 def test_watch_words_and_dump_agree_once_session_ids_are_named(sides: tuple[Side, Side]) -> None:
     a, z = sides
     for role in ("leader", "follower"):
-        assert z.words[role]["wchs"] == a.words[role]["wchs"], role
+        assert z.words[role]["wchs"] == a.words[role]["wchs"], (role, z.words[role]["wchs"], a.words[role]["wchs"])
         for w in ("wchc", "wchp"):
             za, aa = (_by_session(side.words[role][w], side.session) for side in (z, a))
             assert _groups(za) == _groups(aa) and za.endswith("\n\n") == aa.endswith("\n\n"), (role, w, za, aa)
