@@ -117,7 +117,8 @@ class EnsembleController:
         before = self.info.get(sid, {})
         previous = before.get("incarnation", -1)
         # Where the last incarnation listened, to listen there again (clients hold those ports).
-        ports = {kind: before[kind][1] for kind in ("quorum", "election", "client", "zk_client") if before.get(kind)}
+        ports = {kind: before[kind][1] for kind in ("quorum", "election", "client", "zk_client", "zk_secure_client")
+                 if before.get(kind)}
         # The configuration as the controller knows it (committed), unless the replica's disk
         # holds a newer one; one outside it (being added) starts joining.
         joining = joining or sid not in self.voters + self.observers
@@ -233,7 +234,8 @@ class EnsembleController:
         async def one(sid: int) -> dict[str, Any]:
             info = self.info.get(sid, {})
             base = {"sid": sid, "node": self.node_of.get(sid), "node_label": self._node_label(self.node_of.get(sid)),
-                    "client": info.get("client"), "zk_client": info.get("zk_client"), "pid": info.get("pid"), "incarnation": info.get("incarnation"),
+                    "client": info.get("client"), "zk_client": info.get("zk_client"),
+                    "zk_secure_client": info.get("zk_secure_client"), "pid": info.get("pid"), "incarnation": info.get("incarnation"),
                     "paused": sid in self.paused, "observer": sid in self.observers}
             last = {k: self._last[sid][k] for k in self._KEPT if k in self._last.get(sid, {})}
             stale = {**last, "stale": True} if last else {"stale": True}

@@ -137,7 +137,7 @@ def _op_wire(op: Any) -> list[Any]:
 
 def _request(xid: int, op: zm.ClientOp) -> cp.ZkReq:
     match op:
-        case zm.Connect(sid, timeout, last, w, _, since, creds):
+        case zm.Connect(sid, timeout, last, w, watches_since=since, credentials=creds):
             return cp.ZkReq(xid, "connect", [sid, timeout, last, {"data": list(w.data), "exist": list(w.exist),
                                                                     "child": list(w.child)},
                                              last if since is None else since, [list(c) for c in creds]])

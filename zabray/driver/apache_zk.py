@@ -76,8 +76,11 @@ class ApacheZooKeeper:
     """``super:<base64 sha1>``: ZooKeeper's superuser (its DigestAuthenticationProvider.superDigest)."""
     election_ports: list[int] = field(default_factory=list)
     quorum_ports: list[int] = field(default_factory=list)
+    config_lines: tuple[str, ...] = ()
+    """Extra zoo.cfg lines, e.g. ``localSessionsEnabled=true``."""
     client_ports: list[int] = field(default_factory=list)
     _procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    _cmds: list[list[str]] = field(default_factory=list)
 
     def start(self, timeout: float = 60.0) -> ApacheZooKeeper:
         if not available():
@@ -137,6 +140,7 @@ class ApacheZooKeeper:
             f"forceSync={'yes' if self.force_sync else 'no'}",
             "maxClientCnxns=0",
             "autopurge.purgeInterval=0",
+            *self.config_lines,
         ]
         if self.reconfig:
             lines += ["reconfigEnabled=true", "standaloneEnabled=false"]
@@ -145,16 +149,31 @@ class ApacheZooKeeper:
             lines += server_lines
         cfg = d / "zoo.cfg"
         cfg.write_text("\n".join(lines) + "\n")
-        out = open(d / "server.log", "wb")  # noqa: SIM115 - owned by the child for its life
-        cmd = [
+        self._cmds.append([
             "java", f"-Xmx{self.heap_mb}m", "-cp", ":".join(JARS),
             f"-Dzookeeper.log.dir={d}", "-Dzookeeper.root.logger=WARN,CONSOLE", *self.jvm_flags,
             *([f"-Dzookeeper.DigestAuthenticationProvider.superDigest={self.super_digest}"]
               if self.super_digest else []),
             MAIN, str(cfg),
-        ]
-        self._procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True))
-        out.close()
+        ])
+        self._procs.append(self._spawn(i))
+
+    def _spawn(self, i: int) -> subprocess.Popen[bytes]:
+        with open(self.root / f"zk{i + 1}" / "server.log", "ab") as out:
+            return subprocess.Popen(self._cmds[i], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop_server(self, i: int) -> None:
+        """Kill server ``i`` (0-based; its data kept), as a crash."""
+        p = self._procs[i]
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+    def start_server(self, i: int) -> None:
+        """Start server ``i`` again from its data (after ``stop_server``); returns at once."""
+        if self._procs[i].poll() is None:
+            return
+        self._procs[i] = self._spawn(i)
 
     def wait_serving(self, timeout: float) -> None:
         """Wait until every server answers ``srvr`` with a mode (leader/follower/standalone)."""
@@ -191,11 +210,10 @@ class ApacheZooKeeper:
         return ",".join(f"127.0.0.1:{p}" for p in self.client_ports)
 
     def stop(self) -> None:
-        for p in self._procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
+        for i in range(len(self._procs)):
+            self.stop_server(i)
         self._procs.clear()
+        self._cmds.clear()
 
     def __enter__(self) -> ApacheZooKeeper:
         return self.start()

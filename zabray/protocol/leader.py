@@ -142,6 +142,7 @@ class Leader(Role):
         self._queue: deque[tuple[int, int, bytes, bool]] = deque()
         self.handing_over: int | None = None  # the designated leader, once this one stepped aside
         self.handover_at = 0
+        self.proposal_sizes = (-1, -1, -1)  # last/min/max txn bytes proposed (srvr, mntr; ZooKeeper's BufferStats)
         node.set_state(PeerState.LEADING, node.sid, node.current_epoch)
         for channel, info in backlog:
             self._on_info(channel, info)
@@ -399,6 +400,9 @@ class Leader(Role):
             txn = Txn(zxid, n.app.prepare(value, zxid), origin, request_id)
         self.next_counter += 1
         n.history.append(txn)
+        size = len(txn.value)
+        _, lo, hi = self.proposal_sizes
+        self.proposal_sizes = (size, size if lo < 0 else min(lo, size), max(hi, size))
         token = n.persist(AppendTxns, (txn,))
         self._marks.append((token, zxid))
         if n.tracing:
