@@ -14,7 +14,7 @@ outcomes differ, not the counts.
 
 A TEST is a kazoo test id as this script prints them (``test_client.py::TestClient::test_create``)
 or a prefix of one (``test_lock.py``). Exit 0 when zabray passes every test Apache ZooKeeper
-passes, apart from ``NEEDS_RECONFIG``; 1 otherwise; 2 on bad usage.
+passes; 1 otherwise; 2 on bad usage.
 """
 
 from __future__ import annotations
@@ -41,13 +41,6 @@ CLASSPATH = f"/etc/zookeeper/conf:{ZK_JAR}:/usr/share/java/netty-resolver.jar:/u
 REPORT_ENV = "KAZOO_SUITE_REPORT"
 TARGETS = ("apache", "zabray")
 
-NEEDS_RECONFIG = frozenset({
-    "test_client.py::TestReconfig::test_add_remove_observer",
-    "test_client.py::TestReconfig::test_bad_input",
-    "test_client.py::TestReconfig::test_no_super_auth",
-})
-"""Tests that pass on Apache ZooKeeper only because it reconfigures its membership live
-(issue 45's dynamic reconfiguration, not served by zabray yet)."""
 
 
 @dataclass(frozen=True)
@@ -178,9 +171,9 @@ def compare(apache: dict[str, Outcome], zabray: dict[str, Outcome]) -> list[Diff
 
 def unexplained(diffs: Iterable[Difference]) -> list[Difference]:
     """The differences that count against zabray: a test Apache ZooKeeper passes and zabray does
-    not, other than one that needs reconfiguration. (zabray passing what ZooKeeper fails or
-    skips is listed, never excused silently, but is not a failure of zabray's.)"""
-    return [d for d in diffs if d.apache == "passed" and d.test not in NEEDS_RECONFIG]
+    not. (zabray passing what ZooKeeper fails or skips is listed, never excused silently, but is
+    not a failure of zabray's.)"""
+    return [d for d in diffs if d.apache == "passed"]
 
 
 def summary(apache: dict[str, Outcome] | None, zabray: dict[str, Outcome] | None) -> str:
@@ -193,8 +186,7 @@ def summary(apache: dict[str, Outcome] | None, zabray: dict[str, Outcome] | None
         diffs = compare(apache, zabray)
         lines.append(f"{len(diffs)} tests differ:" if diffs else "no test differs")
         for d in diffs:
-            mark = "  (needs reconfiguration)" if d.test in NEEDS_RECONFIG else ""
-            lines.append(f"  {d.test}: apache {d.apache}, zabray {d.zabray}{mark}")
+            lines.append(f"  {d.test}: apache {d.apache}, zabray {d.zabray}")
             if d.detail:
                 lines.append(f"      {d.detail}")
     return "\n".join(lines)

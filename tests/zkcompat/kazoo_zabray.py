@@ -10,7 +10,8 @@ zookeeper``, 3 replicas on Ray), configured as kazoo's harness configures ZooKee
   ``ZOOKEEPER_JAAS_AUTH``, ``ZOOKEEPER_LOCAL_SESSION_RO``): a change makes a new cluster, as
   kazoo's harness does;
 - every four-letter word allowed (``4lw.commands.whitelist=*``), the superuser digest of the
-  password "test", read-only mode on (``-Dreadonlymode.enabled=true``), ticks of 2 s (session
+  password "test", reconfiguration on (``reconfigEnabled=true``), read-only mode on
+  (``-Dreadonlymode.enabled=true``), ticks of 2 s (session
   timeouts clamped to 4..40 s), JAAS ``Server`` users for ``ZOOKEEPER_JAAS_AUTH=digest``;
 - a TLS client port next to the plain one, from the certificates kazoo's cluster generates
   (ZooKeeper's ``secureClientPort``).
@@ -223,6 +224,8 @@ def _optional_overrides(cluster: ZabrayCluster, tls: Path) -> dict[str, Any]:
                  zk_tls_cert=str(tls / "server.pem"), zk_tls_key=str(tls / "server.key"))
     if "zk_read_only" in known:
         o["zk_read_only"] = True
+    if "reconfig_enabled" in known:  # kazoo's harness: reconfigEnabled=true
+        o["reconfig_enabled"] = True
     if cluster.jaas == "digest" and "zk_sasl_jaas_file" in known:
         jaas = cluster.root / "jaas.conf"
         jaas.write_text(JAAS_DIGEST)

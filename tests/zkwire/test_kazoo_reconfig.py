@@ -1,7 +1,8 @@
-"""ZooKeeper's reconfig through kazoo against a real ensemble with ``reconfig_enabled``: kazoo's own
-reconfig tests (``kazoo.tests.test_client.TestReconfig``, run unchanged but for where its cluster
-is), /zookeeper/config as ZooKeeper shows it and its watch, and the change through kazoo reaching
-the ensemble's membership (a replica added by ``Ensemble.add_replica`` is in what kazoo reads)."""
+"""ZooKeeper's reconfig through kazoo against a real ensemble with ``reconfig_enabled``:
+/zookeeper/config as ZooKeeper shows it and its watch, and kazoo's reconfig and
+``Ensemble.add_replica`` being the same operation (each sees what the other did; the replica a
+kazoo reconfig removes is stopped as one ``remove_replica`` removes). kazoo's own reconfig tests
+(``test_client.py::TestReconfig``) run unchanged through its harness in test_kazoo_suite.py."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from typing import Any
 
 import pytest
 from kazoo.exceptions import NoAuthError
-from kazoo.tests import test_client as kazoo_tests
 
 from tests.zkwire.conftest import KazooFactory, wait_until
 from zabray.driver.ensemble import Ensemble
@@ -32,49 +32,6 @@ def rzk(ray_local: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E
     ens.wait_for_leader()
     yield ens
     ens.stop()
-
-
-class _Server:
-    def __init__(self, address: str) -> None:
-        self.address = address
-        self.running = True
-
-
-class _Zabray(list):  # type: ignore[type-arg]
-    """What kazoo's harness calls its cluster, for a running zabray ensemble: addresses only."""
-
-    def start(self) -> None:
-        pass
-
-    def terminate(self) -> None:
-        pass
-
-
-_ENSEMBLE: list[Ensemble] = []
-
-
-class TestKazooReconfigOnZabray(kazoo_tests.TestReconfig):
-    """kazoo 2.11's TestReconfig (test_no_super_auth, test_add_remove_observer, test_bad_input),
-    its bodies unchanged. The harness's cluster is this module's ensemble; its version gate is
-    told 3.8 (``CI_ZK_VERSION``): zabray's ``envi`` lacks the zookeeper.version line kazoo reads
-    until issue 45's four-letter-word work lands."""
-
-    @property
-    def cluster(self) -> _Zabray:
-        ens = _ENSEMBLE[0]
-        return _Zabray(_Server(a) for a in ens.connect_string().split(","))
-
-    @classmethod
-    def tearDownClass(cls) -> None:  # (kazoo's would terminate its own global cluster)
-        pass
-
-
-@pytest.fixture(autouse=True)
-def _kazoo_harness(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    if request.cls is TestKazooReconfigOnZabray:
-        _ENSEMBLE[:] = [request.getfixturevalue("rzk")]
-        monkeypatch.setattr(kazoo_tests, "CI_ZK_VERSION", (3, 8, 0))
-    yield
 
 
 def test_zookeeper_config_is_the_configuration_and_its_watch_fires(rzk: Ensemble, kazoo: KazooFactory) -> None:
