@@ -12,7 +12,8 @@ import pytest
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "benchmarks" / "notebooks"
 FIGURE = {"01-zk-read-mix": "zk-read-mix.png", "02-broadcast-scaling": "clients-scaling.png",
-          "03-failures": "failures.png", "04-observers": "observers.png"}
+          "03-failures": "failures.png", "04-observers": "observers.png",
+          "06-reconfiguration": "reconfig.png"}
 
 
 @pytest.fixture(scope="module")

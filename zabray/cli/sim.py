@@ -34,8 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", type=int, default=100, help="how many schedules (default 100)")
     p.add_argument("--seed", type=int, default=0, help="first seed (or the only one with --timeline)")
     p.add_argument("--steps", type=int, default=3000, help="random steps per schedule before healing")
-    p.add_argument("--faults", default=",".join(f for f in FAULTS if f not in ("drop", "wipe")),
-                   help=f"comma list of {', '.join(FAULTS)}, or 'none' (default: all but drop and wipe)")
+    p.add_argument("--faults", default=",".join(f for f in FAULTS if f not in ("drop", "wipe", "reconfig")),
+                   help=f"comma list of {', '.join(FAULTS)}, or 'none' (default: all but drop, wipe and "
+                        "reconfig; reconfig adds spare replicas and membership changes)")
     p.add_argument("--fault-rate", type=float, default=0.01, help="share of steps that inject a fault")
     p.add_argument("--timeline", action="store_true", help="print the timeline of one seed")
     p.add_argument("--trace-dir", type=Path, help="write each schedule's trace (JSON lines) under this dir")
@@ -76,6 +77,9 @@ def _options(args: argparse.Namespace) -> SimOptions:
         raise ConfigError("--jobs must be >= 1")
     if args.service == "zookeeper" and args.clients < 1:
         raise ConfigError("--clients must be >= 1")
+    if args.service == "zookeeper" and "reconfig" in faults:
+        raise ConfigError("--faults reconfig runs on the broadcast service only (the ZooKeeper simulator's clients "
+                          "know a fixed set of replicas); drop --service zookeeper or the reconfig fault")
     return SimOptions(voters=args.replicas, observers=args.observers, steps=args.steps, faults=faults,
                       fault_rate=args.fault_rate)
 

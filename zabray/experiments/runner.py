@@ -157,7 +157,8 @@ class _Timeline:
         followers = sorted(s for s in voters if s != leader)
         return {"leader": [leader] if leader is not None else [], "follower": followers[:1],
                 "two-followers": followers[:2], "observer": sorted(s.sid for s in st if s.observer)[:1],
-                "killed": list(self.killed), "paused": list(self.paused), "none": []}[target]
+                "killed": list(self.killed), "paused": list(self.paused), "newest": sorted(voters)[-1:],
+                "none": []}[target]
 
     def apply(self, step: FaultStep) -> None:
         sids = self._resolve(step.target)
@@ -183,7 +184,16 @@ class _Timeline:
                 self.ens.partition(sids)
             elif step.action == "heal":
                 self.ens.heal()
-            what = f"{step.action} {step.target if isinstance(step.target, str) else ''}".strip()
+            elif step.action == "add":
+                sids = [self.ens.add_replica()]
+            elif step.action == "remove":
+                for s in sids:
+                    self.ens.remove_replica(s)
+            what = f"{step.action} {step.target if isinstance(step.target, str) and step.target != 'none' else ''}".strip()
+            if step.action in ("add", "remove"):
+                # A membership change happens when its reconfiguration commits, which the call
+                # returns after (an add first starts the replica and syncs it): marked there.
+                what, t = f"{what} ({','.join(map(str, sids))})", time.time()
             self.marks.append({"t": t, "what": what, "replicas": ",".join(map(str, sids)), "scheduled": step.at})
         except ZabError as e:
             log.warning("fault step %s failed: %s", step.describe(), e)

@@ -21,6 +21,8 @@ each point runs ``repetitions`` times.
     faults:                     # seconds from the start of the measured window
       - {at: 2.0, action: kill, target: follower}
       - {at: 4.0, action: restart, target: killed}
+      - {at: 6.0, action: add}                    # a voter more (reconfig_enabled)
+      - {at: 9.0, action: remove, target: newest} # the highest-numbered voter out again
     ensemble: {fsync: true}     # EnsembleConfig keys for the replicas
 """
 
@@ -46,8 +48,10 @@ ACTIONS = {
     "resume": "SIGCONT the target replicas",
     "partition": "cut the target replicas off from the rest, both ways",
     "heal": "restore every link",
+    "add": "add a replica as a voter: placed on a Ray node, synced, then reconfigured in (needs reconfig_enabled)",
+    "remove": "remove the target replicas by a reconfiguration (needs reconfig_enabled)",
 }
-TARGETS = ("leader", "follower", "two-followers", "observer", "killed", "paused", "none")
+TARGETS = ("leader", "follower", "two-followers", "observer", "killed", "paused", "newest", "none")
 SWEEPABLE = ("voters", "observers", "read_fraction", "value_size", "clients", "in_flight")
 
 
@@ -252,7 +256,7 @@ def _faults(v: Any) -> tuple[FaultStep, ...]:
         action = d.get("action")
         if action not in ACTIONS:
             raise ConfigError(f"{where}: action must be one of {', '.join(ACTIONS)}, got {action!r}")
-        target = d.get("target", "none" if action == "heal" else None)
+        target = d.get("target", "none" if action in ("heal", "add") else None)
         if isinstance(target, list) and target and all(isinstance(x, int) and not isinstance(x, bool)
                                                        for x in target):
             target = tuple(target)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from zabray.errors import ConfigError
 from zabray.protocol.actions import Committed, Deliver, Failed, SessionsTouched
 from zabray.protocol.events import Event, Submit, SubmitReconfig, TouchSessions
 from zabray.protocol.messages import PeerState
@@ -89,6 +90,9 @@ class ZkSimulation(Simulation):
 
     def __init__(self, seed: int, options: SimOptions | None = None, zk: ZkSimOptions | None = None, *,
                  timeline: bool = False, trace_writer: Callable[[dict[str, object]], None] | None = None) -> None:
+        if options is not None and "reconfig" in options.faults:
+            raise ConfigError("the ZooKeeper simulator runs a fixed membership: its clients know the replicas "
+                              "from the start; the reconfig fault is the broadcast simulator's")
         self.zopt = zk or ZkSimOptions()
         self.services: dict[int, ZkService] = {}
         self.links: dict[int, _Link] = {}
