@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
-from zabray.errors import ConfigError, NoQuorumError, NotRunningError, RequestTimeoutError
+from zabray.errors import ConfigError, NoQuorumError, NotRunningError, ReconfigError, RequestTimeoutError
 from zabray.protocol.membership import OBSERVER, PARTICIPANT, ConfigChange, Membership
 
 if TYPE_CHECKING:
@@ -83,8 +83,6 @@ async def reconfig(ctl: EnsembleController, joining: str | None = None, leaving:
     retried while there is no leader to take it. Returns {"zxid", "version", "config"}; a
     refusal raises ``ReconfigError``. Replicas it removes are then stopped (see the module)."""
     if not ctl.cfg.reconfig_enabled:
-        from zabray.errors import ReconfigError
-
         raise ReconfigError("RECONFIG_DISABLED", f"ensemble {ctl.name!r} runs with reconfig_enabled off")
     change = ConfigChange(joining, leaving, members, from_version)
     deadline = time.monotonic() + timeout
@@ -216,8 +214,6 @@ async def add_replica(ctl: EnsembleController, role: str = PARTICIPANT, node: st
     if role not in (PARTICIPANT, OBSERVER):
         raise ConfigError(f"role must be {PARTICIPANT!r} or {OBSERVER!r}, got {role!r}")
     if not ctl.cfg.reconfig_enabled:
-        from zabray.errors import ReconfigError
-
         raise ReconfigError("RECONFIG_DISABLED", f"ensemble {ctl.name!r} runs with reconfig_enabled off")
     deadline = time.monotonic() + timeout
     sid = max([*ctl.members, *ctl.departed, 0]) + 1

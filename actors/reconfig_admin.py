@@ -18,6 +18,7 @@ from zabray.errors import NoQuorumError, ReconfigError, UncertainOutcomeError
 from zabray.protocol.actions import Committed, Failed, Outcome
 from zabray.protocol.events import RID_MASK, SubmitReconfig
 from zabray.protocol.membership import ConfigChange
+from zabray.tree import ops as tops
 
 _FIRST = RID_MASK - (1 << 24)
 
@@ -33,8 +34,6 @@ class AdminReconfigs:
         rid = self._next
         self._next = rid + 1 if rid < RID_MASK else _FIRST
         if self.zookeeper:
-            from zabray.tree import ops as tops
-
             value = tops.reconfig(change.joining, change.leaving, change.members, change.from_version,
                                   session_id=0, time_ms=int(time.time() * 1000), auth=(("super", ""),))
         else:

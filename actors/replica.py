@@ -35,6 +35,9 @@ from actors.reconfig_admin import AdminReconfigs
 from actors.services import BroadcastService, HostedService
 from actors.stall_watch import StallWatch
 from actors.transport import PeerTransport
+from actors.zkadmin import admin_view, reset
+from actors.zkport import ZkClientConn
+from actors.zkservice import ZooKeeperService
 from storage.disk import DiskStore
 from storage.fsutil import atomic_write, read_file
 from zabray.config import EnsembleConfig
@@ -44,6 +47,8 @@ from zabray.net.batching import Outbox
 from zabray.protocol.actions import DecodeSnapshot, EncodeSnapshot, Outcome
 from zabray.protocol.events import ChannelId, Event, SnapshotDecoded, SnapshotEncoded, SnapshotRequested, Tick
 from zabray.protocol.executor import Effects, StopStep, execute
+from zabray.protocol.leader import Leader
+from zabray.protocol.learner_handle import Stage
 from zabray.protocol.membership import ConfigChange
 from zabray.protocol.messages import PeerState
 from zabray.protocol.node import Node
@@ -53,6 +58,7 @@ from zabray.trace import records as trace
 from zabray.trace.writer import TraceWriter
 from zabray.wire.auth import AuthFailed, Secret
 from zabray.wire.four_letter import AdminView, Latency, allowed_words
+from zabray.wire.zkserver import password_key
 
 if TYPE_CHECKING:  # a broadcast replica starts without the ZooKeeper service's modules
     from actors.zkport import ZkClientConn
@@ -157,8 +163,6 @@ class ReplicaServer:
         self.stopped = False  # stop() began: no group commit starts or releases anything
         self.zk: ZooKeeperService | None = None
         if config.service == "zookeeper":
-            from actors.zkservice import ZooKeeperService
-
             self.zk = ZooKeeperService(sid, self.stats, config)
         self.service: HostedService = self.zk if self.zk is not None else BroadcastService(self.stats)
         self._service_role = (False, False, False)  # (serving, leading, looking) as the service last heard it
@@ -234,8 +238,6 @@ class ReplicaServer:
         host = advertised_host(self.cfg.host)
         zk_addr = zk_secure_addr = None
         if self.zk is not None:
-            from actors.zkport import ZkClientConn
-            from zabray.wire.zkserver import password_key
 
             key = password_key(self.secret.key if self.secret is not None else None, self.ensemble)
             words = allowed_words(self.cfg.zk_four_letter_words, read_only=self.cfg.zk_read_only)
@@ -575,13 +577,9 @@ class ReplicaServer:
 
     def admin_view(self) -> AdminView:
         """What the four-letter words tell about this replica (``actors.zkadmin``)."""
-        from actors.zkadmin import admin_view
-
         return admin_view(self)
 
     def reset_admin_stats(self, word: str) -> None:
-        from actors.zkadmin import reset
-
         reset(self, word)
 
     def zk_port(self) -> int:
@@ -614,8 +612,6 @@ class ReplicaServer:
 def _synced(node: Node) -> list[int] | None:
     """On a leader, its learners synced and following (acknowledged NEWLEADER): the replicas a
     reconfiguration may count on (ZooKeeper's ``isQuorumSynced``); None elsewhere."""
-    from zabray.protocol.leader import Leader, Stage
-
     role = node.role
     if not isinstance(role, Leader) or not role.established:
         return None

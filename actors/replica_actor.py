@@ -13,6 +13,7 @@ from typing import Any
 
 from actors.replica import ReplicaServer
 from zabray.errors import ConfigError
+from zabray.protocol.membership import ConfigChange
 from zabray.replay.holds import HeldMessage, HoldPattern
 
 
@@ -43,8 +44,6 @@ class ReplicaActor:
         return self.server.status()
 
     async def reconfigure(self, change: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
-        from zabray.protocol.membership import ConfigChange
-
         return await self.server.reconfigure(ConfigChange(**change), timeout)
 
     async def request_snapshot(self) -> dict[str, int]:

@@ -17,6 +17,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zabray.protocol.leader import Leader
+from zabray.protocol.learner_handle import Stage
 from zabray.protocol.messages import PeerState
 from zabray.protocol.role import Phase
 from zabray.wire import four_letter
@@ -127,8 +129,6 @@ def mode_of(server: ReplicaServer) -> tuple[str, str]:
 
 def _leader_view(server: ReplicaServer) -> tuple[int, int, int, tuple[int, int, int] | None]:
     """(learners, synced followers, synced observers, proposal sizes last/min/max) of a leader."""
-    from zabray.protocol.leader import Leader, Stage
-
     role = server.node.role if server.node is not None else None
     if not isinstance(role, Leader):
         return 0, 0, 0, None

@@ -35,7 +35,6 @@ them itself could drop the very commit) or ``sync_limit`` has passed.
 
 from __future__ import annotations
 
-import enum
 import logging
 from collections import deque
 from typing import TYPE_CHECKING
@@ -52,6 +51,7 @@ from zabray.protocol.actions import (
     WriteCurrentEpoch,
 )
 from zabray.protocol.events import ChannelId
+from zabray.protocol.learner_handle import LearnerHandle, Stage
 from zabray.protocol.membership import ConfigChange, Membership
 from zabray.protocol.messages import (
     Ack,
@@ -89,35 +89,6 @@ if TYPE_CHECKING:
     from zabray.protocol.node import Node
 
 log = logging.getLogger(__name__)
-
-
-class Stage(enum.IntEnum):
-    INFO = 0  # FOLLOWERINFO received; waiting for e' to be chosen
-    EPOCH_SENT = 1  # LEADERINFO sent; waiting for ACKEPOCH
-    EPOCH_ACKED = 2  # ACKEPOCH received; waiting to be synced
-    SNAPPING = 3  # needs a SNAP: waiting for the image of the delivered state, then its parts going out
-    SYNCING = 4  # history + NEWLEADER sent; in the broadcast set
-    ACTIVE = 5  # NEWLEADER acknowledged
-
-
-class LearnerHandle:
-    __slots__ = ("channel", "sid", "observer", "stage", "accepted_epoch", "last_zxid",
-                 "current_epoch", "counted", "acked", "heard", "snap", "snap_zxid")
-
-    def __init__(self, channel: ChannelId, sid: int, observer: bool, accepted_epoch: int,
-                 last_zxid: int, now: int) -> None:
-        self.channel = channel
-        self.sid = sid
-        self.observer = observer
-        self.stage = Stage.INFO
-        self.accepted_epoch = accepted_epoch
-        self.last_zxid = last_zxid
-        self.current_epoch = -1
-        self.counted = False  # its epoch promise counts toward the discovery quorum
-        self.acked: Zxid = ZERO  # highest zxid known durable at this learner, this epoch
-        self.heard = now
-        self.snap: deque[Snap] = deque()  # SNAP parts not yet sent (SNAPPING): snap_tick_bytes a tick
-        self.snap_zxid: Zxid = ZERO  # the image they are of
 
 
 class Leader(Role):

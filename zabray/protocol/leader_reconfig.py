@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from zabray.errors import ReconfigError
+from zabray.protocol.learner_handle import Stage
 from zabray.protocol.membership import ConfigChange, Membership, next_membership
 from zabray.protocol.zxid import ZERO, Zxid
 
@@ -18,8 +19,6 @@ def decide(leader: Leader, change: ConfigChange) -> Membership:
     """ZooKeeper 3.8's checks of a reconfiguration, in its order; the next configuration
     (version 0: its txn's zxid becomes it), or ``ReconfigError``. No side effects: the state
     machine may still refuse the request after this (an ACL)."""
-    from zabray.protocol.leader import Stage
-
     n = leader.node
     if not n.cfg.reconfig_enabled:
         raise ReconfigError("RECONFIG_DISABLED", "reconfiguration is disabled (reconfig_enabled is off)")
@@ -42,8 +41,6 @@ def designate(leader: Leader, txn: Txn) -> int:
     """ZooKeeper's designated leader for the configuration ``txn`` makes: this leader if it is a
     voter of it, else the voter of it with the most acknowledged (a quorum of its voters
     acknowledged ``txn``: one exists); -1 if none is connected."""
-    from zabray.protocol.leader import Stage
-
     n = leader.node
     config = txn.config
     assert config is not None
@@ -64,8 +61,6 @@ def commit_point(leader: Leader) -> Zxid:
     """The highest zxid every configuration that must agree on it has a quorum for: the oldest
     for everything, and each newer one (a reconfiguration in progress, or one put in force but
     not yet durable) for every txn from its own on."""
-    from zabray.protocol.leader import Stage
-
     n = leader.node
     acks = {s: h.acked for s, h in leader.learners.items() if not h.observer and h.stage == Stage.ACTIVE}
     acks[n.sid] = leader.self_acked
