@@ -16,7 +16,7 @@ from zabray.errors import ConfigError
 # that are not installed) are skipped quietly.
 _COMMAND_MODULES = ("zabray.commands", "zabray.faults_cli", "zabray.sim.cli", "zabray.pipeline.cli",
                     "zabray.zk_cli", "zabray.experiments.cli", "zabray.security_cli",
-                    "zabray.inspect_cli", "zabray.scenario_cli")
+                    "zabray.inspect_cli", "zabray.scenario_cli", "zabray.lab.cli")
 
 
 def build_parser() -> argparse.ArgumentParser:
