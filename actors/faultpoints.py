@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from actors.holds import ChannelHolds
-from zabray.crashpoints import PERSIST_KIND_OF, crash_points  # noqa: F401 (PERSIST_KIND_OF: for the replica)
-from zabray.holds import HoldPattern
+from zabray.replay.crashpoints import PERSIST_KIND_OF, crash_points  # noqa: F401 (PERSIST_KIND_OF: for the replica)
+from zabray.replay.holds import HoldPattern
 
 
 @dataclass

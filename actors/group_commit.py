@@ -17,13 +17,13 @@ from typing import Any
 
 from actors.faultpoints import PERSIST_KIND_OF, ReplicaFaults
 from actors.metrics import ReplicaMetrics
-from storage.base import apply_persists
 from storage.disk import DiskStore
-from zabray.batching import Outbox
 from zabray.errors import StorageError
+from zabray.net.batching import Outbox
 from zabray.protocol.actions import AppendTxns, Persist
 from zabray.protocol.events import Event, Persisted
 from zabray.protocol.node import Node
+from zabray.protocol.store import apply_persists
 
 _INLINE_BYTES = 64 * 1024
 """The most a group synced on the loop may hold; larger groups overlap with the loop's work."""

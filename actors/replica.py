@@ -35,12 +35,10 @@ from actors.stall_watch import StallWatch
 from actors.transport import PeerTransport
 from storage.disk import DiskStore
 from storage.fsutil import atomic_write, read_file
-from zabray import tls, trace
-from zabray.auth import AuthFailed, Secret
-from zabray.batching import Outbox
 from zabray.config import EnsembleConfig
 from zabray.errors import ConfigError, ZabError
-from zabray.holds import HoldPattern
+from zabray.net import tls
+from zabray.net.batching import Outbox
 from zabray.protocol.actions import (
     Action,
     Close,
@@ -71,6 +69,10 @@ from zabray.protocol.events import (
 )
 from zabray.protocol.messages import BATCHES, Diff, PeerState, Snap, Trunc, unbatch
 from zabray.protocol.node import Node
+from zabray.replay.holds import HoldPattern
+from zabray.trace import records as trace
+from zabray.trace.writer import TraceWriter
+from zabray.wire.auth import AuthFailed, Secret
 from zabray.wire.four_letter import AdminView, Latency, parse_words
 
 if TYPE_CHECKING:  # a broadcast replica starts without the ZooKeeper service's modules
@@ -158,7 +160,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
         self._zk_server: asyncio.base_events.Server | None = None
         self._zk_clients: set[ZkClientConn] = set()
         self.zk_latency = Latency()  # of ZooKeeper-port requests, for srvr and mntr
-        self._trace: trace.TraceWriter | None = None
+        self._trace: TraceWriter | None = None
         self._snap_due = self._snapshot_interval()
         self.faults = ReplicaFaults(crash_points, sid, holds)
         self.trace_msgs = False
@@ -209,7 +211,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
             except OSError as e:
                 raise ConfigError(f"replica {self.sid} cannot write its trace in {tdir} (run_dir): "
                                   f"{e.strerror or e}; set run_dir to a writable directory") from None
-            self._trace = trace.TraceWriter(fh, run=self.ensemble, src=f"replica-{self.sid}",
+            self._trace = TraceWriter(fh, run=self.ensemble, src=f"replica-{self.sid}",
                                             replica=self.sid, inc=self.incarnation)
             self._trace.write(trace.StateChange("STARTED", durable.current_epoch, -1), time.time())
             self.trace_msgs = self.faults.trace_messages = self.cfg.trace_messages

@@ -12,7 +12,8 @@ import logging
 from typing import Any
 
 from actors.replica import ReplicaServer
-from zabray.holds import HeldMessage, HoldPattern
+from zabray.errors import ConfigError
+from zabray.replay.holds import HeldMessage, HoldPattern
 
 
 class ReplicaActor:
@@ -73,8 +74,6 @@ class ReplicaActor:
         elif kind == "clear":
             f.fail_next_sync, f.sync_delay_s = False, 0.0
         else:
-            from zabray.errors import ConfigError
-
             raise ConfigError(f"unknown disk fault {kind!r}: fsync-fail, slow-fsync, lose-unsynced or clear")
 
     async def add_hold(self, hold_id: int, pattern: HoldPattern) -> None:

@@ -15,11 +15,12 @@ import time
 from typing import TYPE_CHECKING
 
 from actors.faultpoints import ReplicaFaults
-from zabray import trace
-from zabray.holds import HeldMessage, HoldPattern, carried_zxid
 from zabray.protocol.actions import Notify, Send
 from zabray.protocol.events import ChannelClosed, ChannelId, Event, Received
 from zabray.protocol.messages import Message, PeerState, Ping, Proposal, Touch
+from zabray.replay.holds import HeldMessage, HoldPattern, carried_zxid
+from zabray.trace import records as trace
+from zabray.trace.writer import TraceWriter
 
 if TYPE_CHECKING:
     from actors.transport import PeerTransport
@@ -38,7 +39,7 @@ class FaultHooks:
     node: Node | None
     fatal: str | None
     loop: asyncio.AbstractEventLoop
-    _trace: trace.TraceWriter | None
+    _trace: TraceWriter | None
     trace_msgs: bool
 
     def _step(self, event: Event) -> None:  # pragma: no cover (ReplicaServer's)

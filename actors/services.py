@@ -9,7 +9,7 @@ after the step: a service must know at once that its replica left broadcast.
 ``BroadcastService`` (the default) is plain atomic broadcast: SUBMIT -> a txn, COMMITTED/FAILED
 back. ``ZooKeeperService`` (``actors.zkservice``, imported only by a replica that runs it) hosts
 the pure ``zabray.zk.ZkService``; its connections are zabray's own sessions (the bespoke ``ZK``
-frames of ``zabray.zk.bespoke``) and ZooKeeper's client protocol (``actors.zkport``) side by
+frames of ``zabray.wire.bespoke``) and ZooKeeper's client protocol (``actors.zkport``) side by
 side, each connection carrying the service's actions to its client through ``deliver``.
 """
 
@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from zabray import clientproto as cp
 from zabray.protocol.actions import Action, Committed, Failed
 from zabray.protocol.events import RID_MASK, Event, Submit
+from zabray.wire import bespoke
+from zabray.wire import clientproto as cp
 
 if TYPE_CHECKING:
     from actors.clientport import ClientConn
@@ -55,8 +56,6 @@ class BroadcastService:
 
     def client(self, conn: ClientConn, req: cp.SubmitReq | cp.ZkReq) -> list[Event]:
         if isinstance(req, cp.ZkReq):
-            from zabray.zk import bespoke
-
             conn.send(bespoke.error_reply(req.rid, 0, "BAD_ARGUMENTS", "this ensemble runs service: broadcast"))
             return []
         rid = self._next_rid

@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from actors import gc_policy
 from actors.services import ServiceConn
-from zabray import clientproto as cp
 from zabray.config import EnsembleConfig
 from zabray.protocol.actions import Action, Committed, Deliver, Failed, SessionsTouched
 from zabray.protocol.events import Event, Submit, TouchSessions
 from zabray.tree import DataTree
-from zabray.zk import ZkService, bespoke
+from zabray.wire import bespoke
+from zabray.wire import clientproto as cp
+from zabray.zk import ZkService
 from zabray.zk import messages as zm
 
 if TYPE_CHECKING:

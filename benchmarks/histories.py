@@ -33,7 +33,7 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
 
 
 def generate(ops: int, keys: int, concurrency: int, seed: int = 1) -> dict[str, list[Any]]:
-    """Columns of a linearizable history (``zabray.histories`` schema)."""
+    """Columns of a linearizable history (``zabray.client.histories`` schema)."""
     rng = random.Random(seed)
     cols: dict[str, list[Any]] = {c: [] for c in ("v", "client", "session", "op", "key", "kind", "value", "version",
                                                   "invoke_t", "complete_t", "outcome", "result",
@@ -101,7 +101,7 @@ def write_parquet(cols: dict[str, list[Any]], run_dir: Path) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from zabray.histories import SCHEMA
+    from zabray.client.histories import SCHEMA
 
     types = {"int": pa.int32(), "long": pa.int64(), "double": pa.float64(), "string": pa.string()}
     table = pa.table({c: pa.array(cols[c], type=types[t]) for c, t, _ in SCHEMA})

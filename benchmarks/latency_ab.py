@@ -60,7 +60,7 @@ async def replica_main(spec: dict[str, Any]) -> None:
     """One replica in this process (the build on PYTHONPATH): its info on stdout, then its peers
     from stdin, then ``status`` lines answered with its status until stdin closes."""
     from actors.replica import ReplicaServer
-    from zabray.auth import Secret
+    from zabray.wire.auth import Secret
 
     s = ReplicaServer(ensemble=spec["name"], sid=spec["sid"], config=spec["config"], voters=[1, 2, 3],
                       observers=[], data_dir=spec["data_dir"], run_dir=spec["run_dir"],

@@ -15,9 +15,9 @@ from typing import Any
 import yaml
 
 from zabray.errors import ConfigError
-from zabray.framing import DEFAULT_MAX_FRAME
 from zabray.protocol.protocol_config import ProtocolConfig
 from zabray.wire.four_letter import parse_words
+from zabray.wire.framing import DEFAULT_MAX_FRAME
 
 SNAP_CHUNK_MAX = DEFAULT_MAX_FRAME // 2
 """A SNAP part plus its message header must fit one peer frame with room to spare."""

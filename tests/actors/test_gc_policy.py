@@ -16,7 +16,7 @@ import pytest
 
 from actors import gc_policy
 from actors.replica import ReplicaServer
-from zabray.session import Session
+from zabray.client.session import Session
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -20,8 +20,8 @@ from actors import group_commit
 from actors.replica import ReplicaServer
 from storage.disk import DiskStore
 from storage.txnlog import TxnLog
-from zabray.client import EnsembleClient
-from zabray.keyfiles import new_secret
+from zabray.client.broadcast import EnsembleClient
+from zabray.net.keyfiles import new_secret
 
 pytestmark = pytest.mark.timeout(60)
 

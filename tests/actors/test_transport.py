@@ -13,9 +13,7 @@ import msgpack
 import pytest
 
 from actors.transport import PeerTransport
-from zabray.auth import PEER, AuthFailed, Connector, Secret, _mac, _pack
 from zabray.errors import ConfigError
-from zabray.framing import KIND_CHANNEL, KIND_ELECTION, FrameDecoder, Handshake, frame
 from zabray.protocol.codec import encode
 from zabray.protocol.events import ChannelClosed, ChannelId, Event, Notified, Received
 from zabray.protocol.messages import (
@@ -35,6 +33,8 @@ from zabray.protocol.messages import (
     unbatch,
 )
 from zabray.protocol.zxid import Zxid
+from zabray.wire.auth import PEER, AuthFailed, Connector, Secret, _mac, _pack
+from zabray.wire.framing import KIND_CHANNEL, KIND_ELECTION, FrameDecoder, Handshake, frame
 
 ENS = "test-ens"
 WAIT = 10.0

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from zabray.cli import main
+from zabray.cli.main import main
 from zabray.config import EnsembleConfig
 from zabray.errors import ConfigError
-from zabray.keyfiles import read_secret, write_secret
-from zabray.tls import client_context, make_certs, server_context
+from zabray.net.keyfiles import read_secret, write_secret
+from zabray.net.tls import client_context, make_certs, server_context
 
 
 def test_secret_file_round_trip_and_refusals(tmp_path: Path) -> None:
@@ -53,7 +53,7 @@ def test_security_config_keys_are_validated() -> None:
 
 
 def test_start_refuses_a_bad_secret_file_before_touching_ray(tmp_path: Path) -> None:
-    from zabray.ensemble import Ensemble
+    from zabray.driver.ensemble import Ensemble
 
     p = tmp_path / "s"
     p.write_text("00" * 32)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from zabray.ensemble import Ensemble
-from zabray.workload import check_histories
+from zabray.driver.ensemble import Ensemble
+from zabray.driver.workload import check_histories
 
 pytestmark = pytest.mark.ray
 

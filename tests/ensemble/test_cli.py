@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from zabray.rayhead import _running
+from zabray.driver.rayhead import _running
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
-ZABRAY = [sys.executable, "-m", "zabray.cli"]
+ZABRAY = [sys.executable, "-m", "zabray.cli.main"]
 
 
 def run(*args: str, env: dict[str, str], check: int | None = 0, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -158,7 +158,7 @@ def test_cli_up_twice_status_faults_errors_down(tmp_path: Path) -> None:
 
 
 def test_bad_config_names_every_bad_key_and_sim_exits_2(tmp_path: Path) -> None:
-    from zabray.cli import main
+    from zabray.cli.main import main
     from zabray.config import EnsembleConfig
     from zabray.errors import ConfigError
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from tests.ensemble.conftest import assert_no_loss, converged, wait_until
-from zabray.ensemble import Ensemble
+from zabray.driver.ensemble import Ensemble
 from zabray.errors import ConfigError
 from zabray.protocol.zxid import Zxid
-from zabray.trace import digest
-from zabray.tracefiles import fault_rows, message_rows
+from zabray.trace.files import fault_rows, message_rows
+from zabray.trace.records import digest
 
 pytestmark = pytest.mark.ray
 

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from zabray.rayhead import _running
+from zabray.driver.rayhead import _running
 
 
 def test_a_zombie_is_not_running_and_a_live_process_is() -> None:
@@ -40,8 +40,8 @@ def test_starting_a_head_on_a_taken_port_says_how_to_join_it_instead() -> None:
 
     import pytest
 
+    from zabray.driver.rayhead import start_head
     from zabray.errors import NotRunningError
-    from zabray.rayhead import start_head
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from tests.ensemble.conftest import assert_no_loss, converged, wait_until
-from zabray.cli import main as cli_main
-from zabray.ensemble import Ensemble
+from zabray.cli.main import main as cli_main
+from zabray.driver.ensemble import Ensemble
 from zabray.errors import ConfigError
 from zabray.protocol.zxid import Zxid, fmt
-from zabray.trace import digest
-from zabray.tracefiles import replica_rows
+from zabray.trace.files import replica_rows
+from zabray.trace.records import digest
 
 pytestmark = pytest.mark.ray
 

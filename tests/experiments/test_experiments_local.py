@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.ensemble.conftest import ray_local  # noqa: F401  (the suite's shared local Ray)
-from zabray.cli import main
-from zabray.ensemble import Ensemble
-from zabray.experiments import load_results
+from zabray.cli.main import main
+from zabray.driver.ensemble import Ensemble
+from zabray.experiments.runner import load_results
 
 pytestmark = pytest.mark.ray
 

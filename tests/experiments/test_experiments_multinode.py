@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from zabray.experiments import Experiment, run
+from zabray.experiments import Experiment
+from zabray.experiments.runner import run
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from zabray.cli import main
+from zabray.cli.main import main
 from zabray.errors import ConfigError
 from zabray.experiments import Experiment, FaultStep
 from zabray.experiments.metrics import limit, percentile, recoveries, summary, timeline

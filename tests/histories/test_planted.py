@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.histories.test_real_runs import ray_cluster, start_zk
-from zabray.histories import HistoryRecorder
+from zabray.client.histories import HistoryRecorder
 from zabray.pipeline.session_guarantees import check_sessions
 
 pytestmark = pytest.mark.ray

@@ -13,9 +13,9 @@ import pytest
 
 from tests.ensemble.conftest import wait_until
 from tests.histories.test_real_runs import ray_cluster, start_zk
-from zabray.histories import HistoryRecorder
+from zabray.client.histories import HistoryRecorder
+from zabray.client.session import ConnectionLossError, Session
 from zabray.pipeline.session_guarantees import check_sessions
-from zabray.session import ConnectionLossError, Session
 
 pytestmark = pytest.mark.ray
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from zabray.ensemble import Ensemble
-from zabray.scenario import run
-from zabray.scenario_spec import load
+from zabray.driver.ensemble import Ensemble
+from zabray.driver.scenario import run
+from zabray.replay.scenario import load
 
 pytestmark = pytest.mark.ray
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from tests.ensemble.conftest import wait_until
-from zabray.ensemble import Ensemble
+from zabray.driver.ensemble import Ensemble
+from zabray.driver.register_workload import RegisterWorkload
 from zabray.pipeline.linearizability import check_key, ops_of
 from zabray.pipeline.session_guarantees import check_sessions, mark_sync_reads
-from zabray.register_workload import RegisterWorkload
 
 pytestmark = pytest.mark.ray
 

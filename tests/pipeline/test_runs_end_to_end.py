@@ -77,8 +77,8 @@ def test_a_trace_of_a_broken_core_fails_the_check(spark, tmp_path: Path) -> None
 def test_a_real_run_with_a_leader_kill_holds_every_property(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     import ray
 
-    from zabray.ensemble import Ensemble
-    from zabray.workload import Workload
+    from zabray.driver.ensemble import Ensemble
+    from zabray.driver.workload import Workload
 
     if ray.is_initialized():
         ray.shutdown()

@@ -16,11 +16,11 @@ import pytest
 from storage import DiskStore
 from storage.diskview import read_disk
 from storage.segments import SEG_HEADER_SIZE
+from zabray.cli.inspect import render
 from zabray.errors import ConfigError, CorruptionError
-from zabray.inspect_cli import render
 from zabray.protocol.messages import Txn
 from zabray.protocol.zxid import Zxid
-from zabray.trace import digest
+from zabray.trace.records import digest
 
 SEG = 2048
 
@@ -190,7 +190,7 @@ def test_not_a_data_directory(tmp_path: Path) -> None:
 
 
 def run_cli(*argv: str) -> tuple[int, str, str]:
-    from zabray.cli import main
+    from zabray.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

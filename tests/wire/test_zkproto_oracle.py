@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.wire.rawclient import RawClient
-from zabray import apache_zk
+from zabray.driver import apache_zk
 from zabray.wire import four_letter
 from zabray.wire import zkproto as zp
 

@@ -24,14 +24,16 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from zabray import trace
-from zabray.actor_names import NAMESPACE
-from zabray.ensemble import Ensemble
+from actors.loadclient import CpuProbe, LoadClient
+from actors.names import NAMESPACE
+from zabray import pipeline
+from zabray.driver.ensemble import Ensemble
+from zabray.driver.raylink import init_ray
 from zabray.errors import ConfigError, ZabError
 from zabray.experiments import metrics
 from zabray.experiments.machine import describe_machine
 from zabray.experiments.spec import Experiment, FaultStep, Point
-from zabray.raylink import init_ray
+from zabray.trace import records as trace
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +54,6 @@ class ExperimentResult:
 
     def check(self) -> Any:
         """Run the Spark trace checker on every ensemble run of this experiment (a CheckReport)."""
-        from zabray import pipeline
-
         spark = pipeline.get_session()
         df = pipeline.load(spark, *self.runs)
         return pipeline.check(df)
@@ -105,8 +105,6 @@ class _Pool:
     def __init__(self, ens: Ensemble, exp: Experiment, size: int) -> None:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        from actors.loadclient import CpuProbe, LoadClient
 
         self.ens = ens
         replica_nodes = {str(s.raw.get("node")) for s in ens.status()}

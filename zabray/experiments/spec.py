@@ -35,6 +35,7 @@ from typing import Any
 
 import yaml
 
+from zabray.config import EnsembleConfig
 from zabray.errors import ConfigError
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent.parent / "configs" / "experiments"
@@ -269,7 +270,6 @@ def _faults(v: Any) -> tuple[FaultStep, ...]:
 def _ensemble(v: Any) -> dict[str, Any]:
     if not isinstance(v, dict):
         raise ConfigError("experiment key 'ensemble' must be a mapping of ensemble config keys")
-    from zabray.config import EnsembleConfig
 
     EnsembleConfig.load(None, **{k: x for k, x in v.items() if k != "service"})  # names a bad key
     if "service" in v:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from typing import Any
 
-from zabray.commands import _guard
+from zabray.cli.common import guard
 from zabray.errors import ConfigError
 
 _HOST_HELP = "host number (1 is the head)"
@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         q = lsub.add_parser(name, help=help_, description=help_)
         q.add_argument("--name", default="lab", help="lab name (default: lab)")
         q.add_argument("--root", default=None, help="the labs' directory (default /var/tmp/zabray-lab)")
-        q.set_defaults(func=lambda a: _guard(func, a))
+        q.set_defaults(func=lambda a: guard(func, a))
         return q
 
     q = add("up", "build the lab: hosts, bridge, a Ray node per host (host 1 the head)", up)

@@ -51,7 +51,7 @@ class RaySettings:
             "RAY_health_check_initial_delay_ms": str(self.health_initial_delay_ms),
             "RAY_gcs_rpc_server_reconnect_timeout_s": str(self.gcs_reconnect_s),
             # Replicas are latency-bound servers: Ray's nice-15 workers would starve them
-            # (zabray.rayhead.unniced_workers).
+            # (zabray.driver.rayhead.unniced_workers).
             "RAY_worker_niceness": "0",
         }
         if self.token:

@@ -27,7 +27,7 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zabray.histories import HISTORY_DIR, SCHEMA, SCHEMA_VERSION
+from zabray.client.histories import HISTORY_DIR, SCHEMA, SCHEMA_VERSION
 from zabray.pipeline.errors import TraceError
 from zabray.pipeline.linearizability import DEFAULT_BUDGET
 
@@ -51,7 +51,7 @@ def history_files(run_dir: str | PathLike[str]) -> list[Path]:
     files = sorted(p for pat in ("*.jsonl", "*.jsonl.gz", "*.parquet") for p in d.glob(pat) if p.is_file())
     if not files:
         raise TraceError(f"no client histories in {d} (record them with `zabray faults run --histories` "
-                         "or zabray.histories.HistoryRecorder)")
+                         "or zabray.client.histories.HistoryRecorder)")
     return files
 
 

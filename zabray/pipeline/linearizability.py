@@ -291,7 +291,7 @@ def _str(v: Any) -> str | None:
 
 
 def ops_of(rows: Iterable[Mapping[str, Any]], reads: str = "after-sync") -> list[Op]:
-    """The searchable ops of one key's history rows (``zabray.histories`` columns, plus
+    """The searchable ops of one key's history rows (``zabray.client.histories`` columns, plus
     ``lin_invoke``: for a read issued right after its session's ``ok`` sync, the sync's invocation).
 
     ``reads``: "after-sync" checks only reads that follow a sync (ZooKeeper's promise), "all"

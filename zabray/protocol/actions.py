@@ -174,7 +174,7 @@ class Yield(Action):
 
 @dataclass(frozen=True, slots=True)
 class Trace(Action):
-    """A trace record (``zabray.trace``); the shell stamps run, replica, incarnation and time."""
+    """A trace record (``zabray.trace.records``); the shell stamps run, replica, incarnation and time."""
 
     record: object
 

@@ -22,7 +22,6 @@ import enum
 from collections import deque
 from typing import TYPE_CHECKING
 
-from zabray import trace
 from zabray.errors import ProtocolError
 from zabray.protocol.actions import (
     AppendTxns,
@@ -61,6 +60,7 @@ from zabray.protocol.messages import (
 )
 from zabray.protocol.role import Role
 from zabray.protocol.zxid import ZERO, Zxid
+from zabray.trace import records as trace
 
 if TYPE_CHECKING:
     from zabray.protocol.node import Node

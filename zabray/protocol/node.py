@@ -18,7 +18,6 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING
 
-from zabray import trace
 from zabray.errors import ProtocolError
 from zabray.protocol.actions import (
     Action,
@@ -33,6 +32,7 @@ from zabray.protocol.actions import (
     Trace,
     Yield,
 )
+from zabray.protocol.election import Election
 from zabray.protocol.events import (
     RID_BITS,
     RID_MASK,
@@ -54,10 +54,10 @@ from zabray.protocol.messages import PeerState
 from zabray.protocol.protocol_config import ProtocolConfig
 from zabray.protocol.statemachine import SnapshotImage, SnapshotRestore, StateMachine, ValueLog
 from zabray.protocol.zxid import Zxid
+from zabray.trace import records as trace
 
 if TYPE_CHECKING:
     from zabray.protocol.durable import DurableState
-    from zabray.protocol.election import Election
     from zabray.protocol.leader import Leader
     from zabray.protocol.learner import Learner
 
@@ -116,8 +116,6 @@ class Node:
             [Trace(trace.SnapshotInstalled(self.applied.epoch, self.applied))] if self.applied and tracing else []
         )
         self.role: Election | Leader | Learner
-        from zabray.protocol.election import Election
-
         self.role = Election(self)
 
     @property
@@ -244,8 +242,6 @@ class Node:
 
     def new_iteration(self, why: str) -> None:
         """End the current iteration: close its channels, drop what it held, look for a leader."""
-        from zabray.protocol.election import Election
-
         self.ended_why = why
         self.role.end()
         for ch in self.role.channels():

@@ -19,9 +19,6 @@ import random
 from collections import Counter
 from collections.abc import Callable, Iterator
 
-from storage.base import apply_one
-from storage.memory import MemoryStore
-from zabray import trace
 from zabray.protocol.actions import (
     Close,
     Committed,
@@ -48,19 +45,23 @@ from zabray.protocol.events import (
     Submit,
     Tick,
 )
+from zabray.protocol.leader import Leader
 from zabray.protocol.messages import Ack, AckEpoch, AckNewLeader, Message, PeerState
 from zabray.protocol.node import Node
 from zabray.protocol.protocol_config import ProtocolConfig
 from zabray.protocol.statemachine import ValueLog
+from zabray.protocol.store import apply_one
 from zabray.protocol.zxid import fmt
 from zabray.sim import random_faults
 from zabray.sim.checker import Checker
 from zabray.sim.liveness import heal_and_check_liveness
+from zabray.sim.memstore import MemoryStore
 from zabray.sim.network import CLOSE, Network
 from zabray.sim.options import FAULTS as FAULTS
 from zabray.sim.options import SimOptions as SimOptions
 from zabray.sim.options import SimResult as SimResult
 from zabray.sim.replica import LOCAL_WORK, SimReplica
+from zabray.trace import records as trace
 
 
 class Simulation:
@@ -572,8 +573,6 @@ class Simulation:
         heal_and_check_liveness(self)
 
     def _established_leader(self) -> int | None:
-        from zabray.protocol.leader import Leader
-
         best: tuple[int, int] | None = None
         for sid, r in self.replicas.items():
             node = r.node

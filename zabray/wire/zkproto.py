@@ -1,5 +1,5 @@
 """ZooKeeper's client protocol (3.8): records and request/reply framing, sans IO (the codes
-themselves are in ``zabray.wire.zkcodes``).
+themselves are in ``zabray.tree.codes``).
 
 The source of truth is ZooKeeper's ``zookeeper.jute`` and its ``ZooDefs``/``KeeperException``
 constants; the numbers below are those. A client connection carries 4-byte big-endian
@@ -21,8 +21,7 @@ from typing import Any, ClassVar
 
 from zabray.errors import CodecError
 from zabray.fastinit import fast_inits
-from zabray.wire.jute import Reader, Record, Writer
-from zabray.wire.zkcodes import (  # noqa: F401 (re-exported: callers spell them zkproto.X)
+from zabray.tree.codes import (  # noqa: F401 (re-exported: callers spell them zkproto.X)
     AddWatchMode,
     CreateMode,
     Err,
@@ -33,6 +32,7 @@ from zabray.wire.zkcodes import (  # noqa: F401 (re-exported: callers spell them
     WatcherType,
     Xid,
 )
+from zabray.wire.jute import Reader, Record, Writer
 
 DEFAULT_MAX_FRAME = 0xFFFFF  # jute.maxbuffer's default: 1 MiB - 1
 _LEN = struct.Struct(">i")

@@ -1,6 +1,6 @@
 """A ZooKeeper client session as a pure state machine: events in, actions out.
 
-No sockets, clock, thread or randomness: the shell (the asyncio client in ``zabray.session``,
+No sockets, clock, thread or randomness: the shell (the asyncio client in ``zabray.client.session``,
 or the simulator) dials the replicas it is asked to, feeds what arrives, and passes time in
 as ``ClientTick(now_ms)``. The replica order is the shell's to choose (``replicas``).
 

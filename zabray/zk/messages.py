@@ -3,7 +3,7 @@
 Protocol-neutral: requests are ZooKeeper's operations as typed records (writes reuse the data
 tree's ``Create``/``Delete``/``SetData``/``Check``/``Multi``/``Sync``/``CloseSession``),
 replies carry ZooKeeper's error codes and plain values (``Stat``, paths, bytes). A wire
-protocol (today the bespoke msgpack one in ``zabray.zk.bespoke``; later ZooKeeper's jute)
+protocol (today the bespoke msgpack one in ``zabray.wire.bespoke``; later ZooKeeper's jute)
 maps its frames onto these. A connection is an opaque int the host chose.
 """
 

@@ -24,7 +24,7 @@ import enum
 from dataclasses import dataclass
 
 from zabray.tree import DataTree, EventType
-from zabray.wire.zkcodes import WatcherType
+from zabray.tree.codes import WatcherType
 
 
 class WatchMode(enum.Enum):
