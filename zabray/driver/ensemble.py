@@ -533,10 +533,14 @@ class Ensemble(HoldControl):
 
         self._check_replica(sid)
         self.info = self._call("describe")
+        from actors import homes
+
         path = str(self.info["data_dirs"][sid])
-        node = str(self.info["replicas"][sid]["node_id"])
-        if node not in {n["NodeID"] for n in ray.nodes() if n["Alive"]}:
-            raise NotRunningError(f"node {node[:12]} that holds replica {sid}'s disk is gone")
+        home = self.info["replicas"][sid].get("home") or f"node:{self.info['replicas'][sid]['node_id']}"
+        found = homes.node_for(home, ray.nodes())  # its host, whichever Ray node runs there now
+        if found is None:
+            raise NotRunningError(f"{homes.describe(home)}, which holds replica {sid}'s disk, has no live Ray node")
+        node = found
         for attempt in range(3):
             try:
                 if node == ray.get_runtime_context().get_node_id():
