@@ -21,7 +21,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from actors import homes
+from actors import checkpoint, homes
 from actors.hostwatch import HostWatch, pinned
 from actors.names import NAMESPACE, WORKER_NICENESS
 from actors.replica_actor import ReplicaActor
@@ -67,6 +67,19 @@ class EnsembleController(HostWatch):
         self._disk_reads: dict[int, Any] = {}
         self._lock = asyncio.Lock()  # one launch of a replica at a time (a restart, the host watch)
         self._watch: asyncio.Task[None] | None = None
+        saved = checkpoint.load(run_dir)
+        if saved is not None and saved.get("started"):  # Ray restarted this controller: adopt the replicas
+            found = checkpoint.adopt(self, saved, lambda n: ray.get_actor(n, namespace=NAMESPACE))
+            log.warning("ensemble %s: controller restarted; replicas %s found running", name, found)
+
+    def _save(self) -> None:
+        checkpoint.save(self.run_dir, checkpoint.state_of(self))
+
+    def _ensure_watch(self) -> None:
+        """The host watch runs in every incarnation of the controller (a restarted one starts it
+        at its first call)."""
+        if self._watch is None and self.cfg.rejoin and self.info:
+            self._watch = asyncio.get_running_loop().create_task(self._watch_hosts())
 
     def _fault(self, kind: str, target: list[int] | str, *, ends: str | None = None) -> None:
         """Record a fault in the run's trace: ``kind`` starts now; ``ends`` closes an open one."""
@@ -100,15 +113,21 @@ class EnsembleController(HostWatch):
         for sid, node in homes.placement(self.members, nodes).items():
             self.node_of[sid] = node
             self.home[sid] = homes.home_of(next(n for n in nodes if n["NodeID"] == node), nodes)
-        await asyncio.gather(*(self._launch(sid) for sid in self.members))
+        try:
+            await asyncio.gather(*(self._launch(sid) for sid in self.members))
+        except BaseException:  # detached replicas outlive the controller: stop those that started
+            for h in self.handles.values():
+                ray.kill(h, no_restart=True)
+            self.handles.clear()
+            raise
         await self._publish_peers()
         if self.cfg.snapshot_actor:
             snap: Any = ray.remote(SnapshotActor).options(num_cpus=0, max_concurrency=10).remote(
                 self.cfg.snapshot_every)
             self.snapshotter = snap
             await snap.set_replicas.remote(dict(self.handles))
-        if self.cfg.rejoin:
-            self._watch = asyncio.get_running_loop().create_task(self._watch_hosts())
+        self._ensure_watch()
+        self._save()
         return self._describe()
 
     async def _launch(self, sid: int, crash_points: list[tuple[str, int]] | None = None,
@@ -120,6 +139,8 @@ class EnsembleController(HostWatch):
         actor = ray.remote(ReplicaActor).options(
             num_cpus=0,
             max_restarts=0,
+            # Not owned by the controller: a lost controller must not take the replicas with it.
+            lifetime="detached",
             max_concurrency=1000,
             scheduling_strategy=NodeAffinitySchedulingStrategy(self.node_of[sid], soft=False),
             # Unique per incarnation: a crashed actor's name lingers in the GCS for a moment.
@@ -139,6 +160,7 @@ class EnsembleController(HostWatch):
             raise
         self.handles[sid] = handle
         self.info[sid] = info
+        self._save()
 
     async def _publish_peers(self, only: int | None = None) -> None:
         """Tell every running replica (or ``only`` that one) where its peers listen. A paused
@@ -150,6 +172,7 @@ class EnsembleController(HostWatch):
                                if s not in self.paused and only in (None, s)), return_exceptions=True)
 
     async def describe(self) -> dict[str, Any]:
+        self._ensure_watch()
         return self._describe()
 
     async def secret(self) -> Any:
@@ -160,6 +183,7 @@ class EnsembleController(HostWatch):
         return {
             "name": self.name,
             "controller_node": ray.get_runtime_context().get_node_id(),
+            "controller_pid": os.getpid(),
             "voters": self.voters,
             "observers": self.observers,
             "config": self.cfg.to_dict(),
@@ -214,6 +238,7 @@ class EnsembleController(HostWatch):
         return f"{where} {addr} ({node_id[:8]})" if where else f"{addr} ({node_id[:8]})"
 
     async def status(self, timeout: float = 2.0) -> list[dict[str, Any]]:
+        self._ensure_watch()
         async def one(sid: int) -> dict[str, Any]:
             info = self.info.get(sid, {})
             base = {"sid": sid, "node": self.node_of.get(sid), "node_label": self._node_label(sid),
@@ -284,6 +309,7 @@ class EnsembleController(HostWatch):
                 break
             await asyncio.sleep(0.005)
         self._read_disk_soon(sid)
+        self._save()
         self._fault("kill", [sid])
 
     async def _alive(self, sid: int) -> bool:
@@ -362,6 +388,7 @@ class EnsembleController(HostWatch):
         self.paused.add(sid)
         self._disk_reads.pop(sid, None)
         self._read_disk_soon(sid)
+        self._save()
         self._fault("pause", [sid])
 
     async def resume(self, sid: int) -> None:
@@ -371,6 +398,7 @@ class EnsembleController(HostWatch):
         await self._signal(sid, signal.SIGCONT)
         self.paused.discard(sid)
         self._disk_reads.pop(sid, None)
+        self._save()
         # What changed while it was stopped: peers restarted, partitions made or healed.
         await self._publish_peers(only=sid)
         h = self.handles.get(sid)
@@ -394,6 +422,7 @@ class EnsembleController(HostWatch):
                               f"appear in more than one group")
         rest = [s for s in self.members if s not in flat]
         self.groups = [list(g) for g in groups] + ([rest] if rest else [])
+        self._save()
         await self._apply_partition()
         self._fault("partition", " | ".join(",".join(map(str, g)) for g in self.groups))
 
@@ -412,6 +441,7 @@ class EnsembleController(HostWatch):
         if self.groups is not None:
             self._fault("", " | ".join(",".join(map(str, g)) for g in self.groups), ends="partition")
         self.groups = None
+        self._save()
         calls = [h.unblock.remote(self.members) for s, h in self.handles.items() if s not in self.paused]
         await asyncio.gather(*calls, return_exceptions=True)
 
@@ -433,6 +463,7 @@ class EnsembleController(HostWatch):
         for h in self.handles.values():
             ray.kill(h, no_restart=True)
         self.handles.clear()
+        self._save()
         if self.snapshotter is not None:
             ray.kill(self.snapshotter, no_restart=True)
             self.snapshotter = None

@@ -78,6 +78,7 @@ class HostWatch:
         async def _apply_partition(self) -> None: ...
         def _fault(self, kind: str, target: list[int] | str, *, ends: str | None = None) -> None: ...
         def data_dir(self, sid: int) -> str: ...
+        def _save(self) -> None: ...
 
     # -- nodes -----------------------------------------------------------------------------------
 
@@ -128,6 +129,7 @@ class HostWatch:
                             self.node_of.get(sid, "?")[:8], homes.describe(self.home[sid]))
                 self._fault("lost-with-host", [sid])
                 self._read_disk_soon(sid)
+                self._save()
         for sid in sorted(self.lost):
             if sid in self.handles:
                 self.lost.pop(sid, None)

@@ -176,13 +176,19 @@ class Ensemble(HoldControl):
                               "set run_dir to a writable directory") from None
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+        from actors.checkpoint import FILE
+
+        (run / FILE).unlink(missing_ok=True)  # a new ensemble: nothing for its controller to adopt
         # The controller lives on the driver's node (the head, usually), not on a worker node
         # that a user may take away to exercise recovery.
         here = ray.get_runtime_context().get_node_id()
         try:  # another process may take the name between the check above and here
             controller: Any = ray.remote(EnsembleController).options(
                 name=controller_name(name), namespace=NAMESPACE, lifetime="detached", num_cpus=0,
-                max_concurrency=100, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
+                # Ray starts a controller whose process died again, on its node; it finds its
+                # replicas (detached, serving all the while) by name (actors.checkpoint).
+                max_restarts=-1, max_concurrency=100,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
             ).remote(name, replicas, observers, cfg.to_dict(), str(run.resolve()), secret)
         except ValueError:  # ActorAlreadyExistsError
             raise taken from None

@@ -56,7 +56,7 @@ class Lab:
     # -- life ---------------------------------------------------------------------------------------
 
     @classmethod
-    def up(cls, spec: LabSpec | None = None, *, wait: float = 180.0, **kw: Any) -> Lab:
+    def up(cls, spec: LabSpec | None = None, *, wait: float = 300.0, **kw: Any) -> Lab:
         """Build the lab (``LabSpec`` fields as keywords: ``Lab.up(hosts=3)``), cleaning first a
         lab of the same name left behind, and wait until every host's Ray node has joined."""
         spec = spec or LabSpec(**kw)

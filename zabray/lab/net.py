@@ -52,10 +52,21 @@ def check_privileges() -> None:
                                  f"and mounts ({how})")
 
 
+def _outside() -> list[str]:
+    """A prefix that runs a command in the machine's own network namespace when this process is
+    in another one (a lab host's: a fault injector on host 1), so links are found by name."""
+    try:
+        if os.readlink("/proc/self/ns/net") != os.readlink("/proc/1/ns/net"):
+            return ["nsenter", "--net=/proc/1/ns/net"]
+    except OSError:
+        pass
+    return []
+
+
 def run(argv: list[str], *, check: bool = True, quiet: bool = False) -> subprocess.CompletedProcess[str]:
     """Run one command; ``LabCommandError`` quoting it and its error when it fails and ``check``."""
     log.debug("lab: %s", " ".join(argv))
-    r = subprocess.run(argv, capture_output=True, text=True)
+    r = subprocess.run([*_outside(), *argv], capture_output=True, text=True)
     if r.returncode != 0 and check:
         err = (r.stderr or r.stdout).strip().splitlines()
         raise LabCommandError(f"`{' '.join(argv)}` failed: {err[-1] if err else f'exit {r.returncode}'}")

@@ -184,7 +184,7 @@ class LabSpec:
         node's IP, its own temp dir, a label and a resource naming the host."""
         self.check_host(host)
         argv = [ray_bin, "start", "--block", f"--node-ip-address={self.ip(host)}",
-                f"--temp-dir={self.ray_temp(host)}", "--disable-usage-stats", f"--num-cpus={self.cpus}",
+                f"--temp-dir={self.ray_temp(host)}", "--disable-usage-stats", "--include-log-monitor=false", f"--num-cpus={self.cpus}",
                 f"--object-store-memory={self.object_store_mb * 1024 * 1024}",
                 f"--resources={json.dumps({host_resource(host): 1})}",
                 f"--labels={json.dumps({HOST_LABEL: host_label(host)})}"]
