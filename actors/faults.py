@@ -47,6 +47,7 @@ class FaultInjector:
         self.holds: dict[int, HoldPattern] = {}
         self._next_hold = 1
         self._on_resume: dict[int, list[tuple[str, tuple[Any, ...]]]] = {}  # calls a pause deferred
+        self._lab: str | None = None  # the lab whose hosts a schedule's host faults act on
 
     async def _membership(self) -> None:
         if not self.members:
@@ -315,6 +316,7 @@ class FaultInjector:
         if self.running:
             raise ConfigError("a schedule is already running")
         plan = sched.parse(data, seed)
+        self._lab = plan.lab
         await self._membership()
         self.progress_log, self.total, self.error, self.running = [], len(plan.steps), None, True
         self._task = asyncio.get_running_loop().create_task(self._run(plan))
@@ -376,6 +378,33 @@ class FaultInjector:
         elif f in ("fsync-fail", "slow-fsync", "lose-unsynced"):
             for s in sids:
                 await self.disk(s, f, step.delay_ms)
+        elif f in sched.HOST_FAULTS:
+            for s in sids:
+                await self._host_fault(f, s, undo=False)
+
+    async def _host_fault(self, fault: str, sid: int, undo: bool) -> None:
+        """Cut off or crash replica ``sid``'s host (a lab host), or undo it. A host that is not a
+        host of the schedule's lab, or no lab, is an error that stops the run."""
+        from zabray.lab import Lab
+
+        if self._lab is None:
+            raise ConfigError("host faults need the schedule's `lab`")
+        lab = await asyncio.to_thread(Lab.find, self._lab)
+        info = await self.controller.describe.remote()
+        ip = str(info["clients"][sid][0])
+        host = lab.spec.host_of_ip(ip)
+        if host is None:
+            raise NotRunningError(f"replica {sid} listens on {ip}, not on a host of lab {self._lab!r}")
+        if fault == "host-cut":
+            await asyncio.to_thread(lab.reconnect if undo else lab.cut, host)
+        elif undo:
+            await asyncio.to_thread(lab.revive, host)
+        else:
+            await asyncio.to_thread(lab.crash, host)
+        if undo:
+            await self._end(("host", sid))
+        else:
+            await self._begin(("host", sid), fault, f"{sid} (host {host})")
 
     async def _undo(self, step: sched.Step, sids: list[int]) -> None:
         f = step.fault
@@ -387,6 +416,9 @@ class FaultInjector:
         elif f == "slow-fsync":
             for s in sids:
                 await self._try(self.disk(s, "clear"))
+        elif f in sched.HOST_FAULTS:  # the replica comes back by itself once its host does
+            for s in sids:
+                await self._host_fault(f, s, undo=True)
         elif f in ("kill", "crash-point", "fsync-fail", "lose-unsynced", "wipe"):
             for s in sids:
                 h = await self._handle(s, "skip")

@@ -201,14 +201,16 @@ def test_a_schedule_pauses_and_partitions_replicas_on_other_hosts_than_the_contr
     away_s = [str(s) for s in away]
     assert len(away) == 2
     sched = ops.tmp / "schedule.yaml"
-    sched.write_text(yaml.safe_dump({"seed": 1, "workload": {"in_flight": 20, "size": 256}, "script": [
-        {"fault": "pause", "target": str(away[0]), "at": 1.0, "hold": 2.0},
-        {"fault": "partition", "target": str(away[1]), "at": 4.0, "hold": 2.0}]}))
+    sched.write_text(yaml.safe_dump({"seed": 1, "lab": ops.lab.spec.name, "workload": {"in_flight": 20, "size": 256},
+                                     "script": [{"fault": "pause", "target": [away[0]], "at": 1.0, "hold": 2.0},
+                                                {"fault": "partition", "target": [away[1]], "at": 4.0, "hold": 2.0},
+                                                {"fault": "host-cut", "target": [away[0]], "at": 7.0, "hold": 2.0}]}))
     r = ops.zabray("faults", "run", str(sched), "--name", ops.name, timeout=400)
-    assert [ln.split()[:4] for ln in r.stdout.splitlines() if ln.strip().startswith(("pause", "partition"))] == [
-        ["pause", away_s[0], "->", "replicas"], ["partition", away_s[1], "->", "replicas"]], r.stdout
+    assert [ln.split()[:2] for ln in r.stdout.splitlines() if ln.strip().startswith(("pause", "partition", "host-"))] \
+        == [["pause", away_s[0]], ["partition", away_s[1]], ["host-cut", away_s[0]]], r.stdout
     assert "every acknowledged write is on every replica" in r.stdout, r.stdout
     rows = [json.loads(ln) for ln in (runs_of(ops) / "trace" / "faults.jsonl").read_text().splitlines()]
     faults = {(x.get("fault"), str(x.get("target"))) for x in rows if x.get("kind") == "fault"}
     assert ("pause", str(away[0])) in faults, faults
     assert any(k == "partition" and str(away[1]) in tgt for k, tgt in faults), faults
+    assert any(k == "host-cut" and tgt.startswith(f"{away[0]} (host ") for k, tgt in faults), faults

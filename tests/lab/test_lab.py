@@ -170,6 +170,7 @@ def test_a_lab_left_behind_by_a_killed_up_is_cleaned_by_the_next_up_and_down_lea
         assert not any(p in labnet.pids_in(spec.netns(1)) for p in left)
         assert lab.ray_nodes() is not None
     assert spec.netns(1) not in labnet.netns_list()
+    assert spec.root_handle not in labnet.netns_list()
     assert not labnet.link_exists(spec.bridge) and not labnet.link_exists(spec.veth(1))
     assert not Path(spec.dir).exists() and not os.path.exists(spec.ray_temp(1))
     with pytest.raises(LabPermissionError.__mro__[1], match="no lab named 'zleft'"):

@@ -116,3 +116,15 @@ def test_the_state_file_round_trips_and_a_damaged_one_is_named() -> None:
     assert back.with_cut(2, False).cut == () and back.with_limit(2, None).limits == ()
     with pytest.raises(ConfigError, match="damaged"):
         LabState.from_json("{", "/var/tmp/zabray-lab/lab/state.json")
+
+
+def test_a_schedules_host_faults_need_the_lab_they_act_on() -> None:
+    from zabray.replay.schedule import parse
+
+    step = {"fault": "host-cut", "target": "follower", "at": 1, "hold": 2}
+    with pytest.raises(ConfigError, match="lab: NAME"):
+        parse({"script": [step]})
+    plan = parse({"lab": "lab", "script": [step, {**step, "fault": "host-crash", "at": 4}]})
+    assert plan.lab == "lab" and [s.fault for s in plan.steps] == ["host-cut", "host-crash"]
+    with pytest.raises(ConfigError, match="names a lab"):
+        parse({"lab": 3, "script": [step]})

@@ -69,7 +69,7 @@ class Lab:
         if problems:
             raise LabCommandError(f"subnet {spec.subnet} is in use on this machine ({'; '.join(problems)}); "
                                   "pick another one with --subnet, e.g. 10.213.7.0/24")
-        busy = sorted(n for n in net.netns_list() if n in {spec.netns(h) for h in spec.host_ids})
+        busy = sorted(n for n in net.netns_list() if n in {spec.root_handle, *(spec.netns(h) for h in spec.host_ids)})
         busy += [x for x in [spec.bridge, *(spec.veth(h) for h in spec.host_ids)] if net.link_exists(x)]
         if busy:
             raise LabCommandError(f"{', '.join(busy)} exist but no lab state file {path} says the lab made them: "
@@ -83,6 +83,7 @@ class Lab:
             fd = os.open(spec.token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as f:
                 f.write(secrets.token_hex(32))
+            net.make_root_handle(spec)
             net.make_bridge(spec)
             for h in spec.host_ids:
                 net.make_host(spec, h)

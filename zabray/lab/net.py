@@ -52,15 +52,27 @@ def check_privileges() -> None:
                                  f"and mounts ({how})")
 
 
+NETNS_DIR = "/run/netns"
+
+
 def _outside() -> list[str]:
     """A prefix that runs a command in the machine's own network namespace when this process is
-    in another one (a lab host's: a fault injector on host 1), so links are found by name."""
+    in another one (a lab host's: a fault injector on host 1), so links are found by name. The
+    machine's namespace is reached through the handle ``lab up`` made (``root_handle``): pid 1's
+    may not be readable, even by root."""
     try:
-        if os.readlink("/proc/self/ns/net") != os.readlink("/proc/1/ns/net"):
-            return ["nsenter", "--net=/proc/1/ns/net"]
+        handles = [h for h in os.listdir(NETNS_DIR) if h.startswith("zl-") and h.endswith("-root")]
+        if handles and os.stat("/proc/self/ns/net").st_ino != os.stat(f"{NETNS_DIR}/{handles[0]}").st_ino:
+            return ["nsenter", f"--net={NETNS_DIR}/{handles[0]}"]
     except OSError:
         pass
     return []
+
+
+def make_root_handle(spec: LabSpec) -> None:
+    """Name the machine's own network namespace (``zl-LAB-root``), for lab commands run from
+    inside a lab host; ``ip netns del`` of it later removes only the name."""
+    run(["ip", "netns", "attach", spec.root_handle, str(os.getpid())])
 
 
 def run(argv: list[str], *, check: bool = True, quiet: bool = False) -> subprocess.CompletedProcess[str]:
@@ -131,6 +143,8 @@ def remove(spec: LabSpec) -> list[str]:
     returns what was deleted."""
     gone = []
     have = netns_list()
+    if spec.root_handle in have:
+        run(["ip", "netns", "del", spec.root_handle], check=False)
     for h in spec.host_ids:
         ns = spec.netns(h)
         if ns in have:

@@ -125,6 +125,11 @@ class LabSpec:
     def bridge(self) -> str:
         return f"zl-{self.name}"
 
+    @property
+    def root_handle(self) -> str:
+        """The lab's name for the machine's own network namespace (``zabray.lab.net._outside``)."""
+        return f"zl-{self.name}-root"
+
     def netns(self, host: int) -> str:
         return f"zl-{self.name}-h{host}"
 
