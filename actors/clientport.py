@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 from actors.flow import OUT_HIGH, Held
 from zabray.errors import CodecError
 from zabray.net.batching import BatchingProtocol
-from zabray.wire import bespoke
 from zabray.wire import clientproto as cp
 from zabray.wire.auth import CLIENT, Acceptor, AuthFailed, is_auth_frame
 from zabray.wire.framing import FrameDecoder
 
 if TYPE_CHECKING:
     from actors.replica import ReplicaServer
+    from zabray.zk import messages as zm
 
 log = logging.getLogger(__name__)
 
@@ -118,10 +118,9 @@ class ClientConn(BatchingProtocol):
     def eof_received(self) -> bool:
         return False
 
-    def deliver(self, action: Any) -> None:
-        # Only a ZooKeeper service delivers: a broadcast replica never imports it.
-
-        self.send(bespoke.frame(action))
+    def deliver(self, action: zm.ServiceAction) -> None:
+        """A ZooKeeper service's reply or event for this connection (only it delivers)."""
+        self.send(self.server.service.frame(action))
 
     def hang_up(self) -> None:
         self.close()

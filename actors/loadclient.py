@@ -57,7 +57,7 @@ class LoadClient:
         self.ensemble = ensemble
         self.addresses = {int(s): (a[0], int(a[1])) for s, a in addresses.items()}
         self.service = service
-        self.secret = secret  # the ensemble's secret, handed over through Ray (trusted, as the README says)
+        self.secret = secret  # the ensemble's secret, handed over through Ray (trusted, as docs/security.md says)
         self.config = config or {}
         self.timeout = timeout
         self.rng = random.Random(seed * 7919 + index)
@@ -143,7 +143,7 @@ class LoadClient:
                 zxid, outcome = None, "ok"
                 try:
                     zxid = await asyncio.wait_for(self._op(slot, is_read, value), self.timeout)
-                except (UncertainOutcomeError, NoQuorumError, asyncio.TimeoutError, ConnectionError):
+                except (TimeoutError, UncertainOutcomeError, NoQuorumError, ConnectionError):
                     outcome = "unknown" if not is_read else "failed"
                 except ZabError as e:
                     outcome = "unknown" if type(e).__name__ == "ConnectionLossError" and not is_read else "failed"

@@ -195,7 +195,7 @@ class PeerTransport:
         if server is not None:
             try:
                 await asyncio.wait_for(server.wait_closed(), 5.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("sid %s: server did not close within 5 s", self.sid)
 
     def _all_conns(self) -> list[PeerConn]:
@@ -352,7 +352,7 @@ class PeerTransport:
             )
         except asyncio.CancelledError:
             return
-        except (OSError, asyncio.TimeoutError, ssl.SSLError) as e:
+        except (TimeoutError, OSError, ssl.SSLError) as e:
             if conn.closed:
                 return
             self.stats["connect_failures"] += 1

@@ -4,15 +4,14 @@ through it, the data tree and the ZooKeeper service): a broadcast replica starts
 
 from __future__ import annotations
 
-import os
+import logging
 import time
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 from actors import gc_policy
 from actors.services import ServiceConn
 from zabray.config import EnsembleConfig
-from zabray.protocol.actions import Action, Committed, Deliver, Failed, SessionsTouched
+from zabray.protocol.actions import Committed, Deliver, Failed, Outcome, SessionsTouched
 from zabray.protocol.events import Event, Submit, TouchSessions
 from zabray.tree import DataTree
 from zabray.wire import bespoke
@@ -33,6 +32,9 @@ class _Tree(DataTree):
             super().restore(data)
 
 
+log = logging.getLogger(__name__)
+
+
 class ZooKeeperService:
     """The ZooKeeper service: connections get small ids, time is the wall clock in ms."""
 
@@ -42,11 +44,7 @@ class ZooKeeperService:
         self.svc = ZkService(replica, _Tree(), now_ms=now, id_salt=0,
                              min_timeout_ms=cfg.zk_min_session_timeout_ms, max_timeout_ms=cfg.zk_max_session_timeout_ms,
                              container_check_ms=cfg.zk_container_check_ms, super_digest=cfg.zk_super_digest or None)
-        plant = os.environ.get("ZABRAY_PLANT_STALE_READS")
-        if plant == "1":
-            _plant_stale_reads(self.svc)
-        elif plant == "move":
-            _plant_resume_behind(self.svc)
+        self.replica = replica
         self.app = self.svc.tree
         self.stats = stats
         self._ids: dict[ServiceConn, int] = {}
@@ -86,27 +84,43 @@ class ZooKeeperService:
         if isinstance(req, cp.SubmitReq):
             conn.send(cp.FailedRep(req.rid, "this ensemble runs service: zookeeper (use a session)", False))
             return []
-        return self._carry_out(self.svc.step(zm.ClientRequest(self._id(conn), req.rid, bespoke.request(req))))
+        return self._request(conn, req.rid, bespoke.request(req))
 
     def zk_request(self, conn: ServiceConn, rid: int, op: zm.ClientOp) -> list[Event]:
         """A request from a ZooKeeper-protocol connection (``actors.zkport``)."""
-        return self._carry_out(self.svc.step(zm.ClientRequest(self._id(conn), rid, op)))
+        return self._request(conn, rid, op)
 
-    def core(self, actions: list[Action], serving: bool, leading: bool) -> list[Event]:
+    def _request(self, conn: ServiceConn, rid: int, op: zm.ClientOp) -> list[Event]:
+        """Step the service with one request. The service answers every bad request itself
+        (``zabray.zk.validate``), so anything it raises is a bug in zabray: logged with its stack,
+        and the connection closed, so that its client sees the failure instead of a reply that
+        blames its request; the replica goes on serving the others."""
+        try:
+            actions = self.svc.step(zm.ClientRequest(self._id(conn), rid, op))
+        except Exception:
+            log.exception("replica %d: request %d (%s) raised inside the ZooKeeper service; this is a bug "
+                          "in zabray: closing its connection", self.replica, rid, type(op).__name__)
+            conn.hang_up()
+            return []
+        return self._carry_out(actions)
+
+    def core(self, actions: list[Outcome], serving: bool, leading: bool) -> list[Event]:
         step = self.svc.step
         out: list[zm.ServiceAction] = []
         for a in actions:
-            t = type(a)
-            if t is Deliver:
-                out += step(zm.TxnDelivered(a.result))  # type: ignore[attr-defined]
-            elif t is Committed:
-                self.stats["committed"] += 1
-                out += step(zm.TxnCommitted(a.request_id, int(a.zxid), a.result))  # type: ignore[attr-defined]
-            elif t is Failed:
-                self.stats["failed"] += 1
-                out += step(zm.TxnFailed(a.request_id, a.reason, a.uncertain))  # type: ignore[attr-defined]
-            elif t is SessionsTouched:
-                out += step(zm.SessionsAlive(a.sessions))  # type: ignore[attr-defined]
+            match a:
+                case Deliver():
+                    out += step(zm.TxnDelivered(a.result))
+                case Committed():
+                    self.stats["committed"] += 1
+                    out += step(zm.TxnCommitted(a.request_id, int(a.zxid), a.result))
+                case Failed():
+                    self.stats["failed"] += 1
+                    out += step(zm.TxnFailed(a.request_id, a.reason, a.uncertain))
+                case SessionsTouched():
+                    out += step(zm.SessionsAlive(a.sessions))
+                case _:
+                    assert_never(a)
         out += step(zm.StepEnd())
         # Right after the step, not at the next tick: a replica that just left broadcast must
         # drop its sessions before it reads another request of theirs.
@@ -133,33 +147,10 @@ class ZooKeeperService:
     def status(self) -> dict[str, Any] | None:
         return self.svc.status()
 
+    def frame(self, action: zm.ServiceAction) -> cp.ZkRep | cp.ZkEvent:
+        assert isinstance(action, (zm.Reply, zm.WatchFired, zm.SessionEnded))
+        return bespoke.frame(action)
+
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _plant_stale_reads(svc: ZkService) -> None:
-    """Test-only planted bug (tests/histories/test_planted.py, set through Ray's runtime_env):
-    run a session's read as soon as it arrives, ahead of that session's earlier writes, so it can
-    return a state older than one the session already saw. The history checker must catch it."""
-    drain = svc._drain
-
-    def stale_drain(st: Any) -> None:
-        for e in st.queue:
-            if e.read is not None and not e.done:
-                svc._read(st, e)
-        drain(st)
-
-    svc._drain = stale_drain  # type: ignore[method-assign]
-
-
-def _plant_resume_behind(svc: ZkService) -> None:
-    """Test-only planted bug (tests/histories/test_planted_move.py): a replica accepts a moving
-    session even though its tree is older than what the session already saw, so the session's
-    next read can go back in time. The history checker must catch it."""
-    connect = svc._connect
-
-    def careless_connect(st: Any, xid: int, op: zm.Connect) -> None:
-        connect(st, xid, replace(op, last_zxid=min(op.last_zxid, svc.tree.last_zxid)))
-
-    svc._connect = careless_connect  # type: ignore[method-assign]

@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from zabray import yamlfile
 from zabray.errors import ConfigError
 from zabray.protocol.protocol_config import ProtocolConfig
 from zabray.wire.four_letter import parse_words
@@ -121,12 +120,7 @@ class EnsembleConfig:
             data = dict(source)
         else:
             path = Path(source) if source is not None else DEFAULT_CONFIG
-            if not path.exists():
-                raise ConfigError(f"config file {path} does not exist")
-            try:
-                loaded = yaml.safe_load(path.read_text()) or {}
-            except yaml.YAMLError as e:
-                raise ConfigError(f"config file {path} is not valid YAML: {e}") from None
+            loaded = yamlfile.load(path, "config file") or {}
             if not isinstance(loaded, dict):
                 raise ConfigError(f"config file {path} must hold a mapping of keys to values")
             data = loaded

@@ -13,6 +13,7 @@ import msgpack
 import pytest
 
 from actors.transport import PeerTransport
+from tests.polling import until
 from zabray.errors import ConfigError
 from zabray.protocol.codec import encode
 from zabray.protocol.events import ChannelClosed, ChannelId, Event, Notified, Received
@@ -76,7 +77,7 @@ class Node:
 
         try:
             await asyncio.wait_for(loop(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise AssertionError(f"sid {self.sid}: timed out waiting for {what or pred}") from None
 
     def received(self, ch: ChannelId) -> list[Any]:
@@ -167,16 +168,8 @@ async def closed_by_peer(r: asyncio.StreamReader) -> bool:
 
 
 async def poll(pred: Callable[[], bool], what: str) -> None:
-    """Wait for a condition that no event announces (a counter), checking every few ms."""
-
-    async def loop() -> None:
-        while not pred():
-            await asyncio.sleep(0.005)
-
-    try:
-        await asyncio.wait_for(loop(), WAIT)
-    except asyncio.TimeoutError:
-        raise AssertionError(f"timed out waiting for {what}") from None
+    """Wait for a condition that no event announces (a counter)."""
+    await until(pred, WAIT, what, interval=0.005)
 
 
 def hs_channel(ch: ChannelId, sid: int | None = None, ensemble: str = ENS) -> bytes:

@@ -18,6 +18,7 @@ def test_demo_cleans_up_unless_asked_to_keep(ray_local, tmp_path: Path, monkeypa
     assert run_demo(seconds=1.0, in_flight=20, keep=keep) == 0
     out = capsys.readouterr().out
     assert "nothing acknowledged was lost" in out
+    assert "of unknown outcome (in flight when their replica lost its leader" in out
     left = list(tmp_path.glob("zabray-demo-*"))
     if not keep:
         assert left == [] and "cleaned up" in out

@@ -207,7 +207,7 @@ def test_the_command_reads_a_directory_without_ray(tmp_path: Path) -> None:
     assert "committed through 2:20" in out and f"last zxid {txns[-1].zxid}" in out
     rows = out.splitlines()[-3:]
     assert [r.split()[0] for r in rows] == ["3:28", "3:29", "3:30"]
-    assert all(r.endswith("not known committed") for r in rows)
+    assert all(r.endswith("logged (commit not on disk)") for r in rows)
     rc, out, _ = run_cli("inspect", "2", "--data-dir", str(tmp_path / "data" / "ens" / "replica-2"), "--json")
     d = json.loads(out)
     assert rc == 0 and len(d["log"]) == len(read_disk(tmp_path / "data" / "ens" / "replica-2").log)

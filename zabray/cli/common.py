@@ -27,11 +27,38 @@ def guard(func: Any, args: argparse.Namespace) -> int:
         return 1
 
 
+NAME_HELP = "ensemble name (default: the only ensemble running, else 'default')"
+
+
+def add_name(p: argparse.ArgumentParser, *, creating: bool = False) -> None:
+    """The ``--name`` option. A command that creates an ensemble defaults to 'default'; one that
+    acts on a running ensemble leaves it unset, and ``connect`` picks the ensemble."""
+    if creating:
+        p.add_argument("--name", default="default", help="ensemble name (default: default)")
+    else:
+        p.add_argument("--name", default=None, help=NAME_HELP)
+
+
 def connect(args: argparse.Namespace) -> Any:
-    from zabray.driver.ensemble import Ensemble
+    """The ensemble the command names. Without ``--name``: the one named 'default' if it runs,
+    else the only ensemble running (said on stderr); with several and none named 'default',
+    a ``NotRunningError`` that lists them."""
+    from zabray.driver.ensemble import Ensemble, running_ensembles
+    from zabray.driver.raylink import init_ray
 
     address = address_of(args)
     require_cluster(address)
+    if getattr(args, "name", None) is None:
+        init_ray(address)
+        running = running_ensembles()
+        if "default" in running or not running:
+            args.name = "default"  # none running: connecting says so, with what is running
+        elif len(running) == 1:
+            args.name = running[0]
+            print(f"zabray {args.command}: ensemble {args.name!r}, the only one running", file=sys.stderr)
+        else:
+            raise NotRunningError(f"{len(running)} ensembles are running, none named 'default': "
+                                  f"{', '.join(map(repr, running))}; pick one with --name")
     ens = Ensemble.connect(args.name, address=address)
     exit_on_sigterm()
     return ens

@@ -13,13 +13,13 @@ import sys
 from typing import Any
 
 from zabray.cli import common
-from zabray.errors import ConfigError
+from zabray.errors import ConfigError, NotRunningError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     def add(name: str, help_: str, func: Any) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_, description=help_)
-        p.add_argument("--name", default="default", help="ensemble name (default: default)")
+        common.add_name(p, creating=name == "up")
         p.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS or a local one)")
         p.set_defaults(func=lambda a: common.guard(func, a))
         return p
@@ -221,10 +221,16 @@ def partition(args: argparse.Namespace) -> int:
 
 
 def down(args: argparse.Namespace) -> int:
+    """Stop the ensemble; with ``--stop-ray``, then the local Ray head too, even when no
+    ensemble was running (stopping the head is then all there is to do, and it is done)."""
     try:
         wiped = common.connect(args).stop(wipe=args.wipe)
         print(f"ensemble {args.name!r} stopped" + (f"; wiped {len(wiped)} data directories" if args.wipe else
                                                   " (data kept; `--wipe` deletes it)"))
+    except NotRunningError as e:
+        if not args.stop_ray:
+            raise
+        print(f"no ensemble to stop: {e}")
     finally:
         if args.stop_ray:
             import ray

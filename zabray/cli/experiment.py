@@ -8,8 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import yaml
-
+from zabray import yamlfile
 from zabray.cli import common
 from zabray.errors import ConfigError
 
@@ -38,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="load a running ensemble (zabray up --name NAME) instead of starting one per size")
     v.add_argument("--no-progress", action="store_true")
     v.add_argument("--actor-bars", action="store_true", help="also a Ray tqdm bar inside each client actor")
+    v.add_argument("--keep-data", action="store_true",
+                   help="keep the replicas' data directories (deleted by default: each ensemble preallocates "
+                        "hundreds of MB of log); results and traces are kept either way")
     v.set_defaults(func=lambda a: common.guard(_run, a))
 
 
@@ -47,7 +49,7 @@ def _overrides(items: list[str]) -> dict[str, Any]:
         key, eq, value = item.partition("=")
         if not eq or not key:
             raise ConfigError(f"--set {item!r}: write KEY=VALUE, e.g. --set duration=2")
-        out[key] = yaml.safe_load(value)
+        out[key] = yamlfile.loads(value, f"--set {key}")
     return out
 
 
@@ -84,7 +86,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.ensemble is not None:
         common.require_cluster(common.address_of(args))
     res = run(exp, address=args.address, out=args.out, progress=not args.no_progress,
-              ensemble=args.ensemble, actor_bars=args.actor_bars)
+              ensemble=args.ensemble, actor_bars=args.actor_bars, keep_data=args.keep_data)
     import pandas as pd
 
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.precision", 2):

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from zabray import yamlfile
 from zabray.cli import common
 from zabray.client.histories import HistoryRecorder
 from zabray.errors import ConfigError
@@ -30,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     run = fsub.add_parser("run", help="run a schedule against a named ensemble while a workload writes")
     run.add_argument("schedule")
     run.add_argument("--seed", type=int, default=None)
-    run.add_argument("--name", default="default")
+    common.add_name(run)
     run.add_argument("--address", default=None)
     run.add_argument("--in-flight", type=int, default=None)
     run.add_argument("--histories", action="store_true",
@@ -116,14 +117,9 @@ def run_under_load(ens: Any, data: dict[str, Any], seed: int | None, in_flight: 
 
 
 def run_schedule(args: argparse.Namespace) -> int:
-    import yaml
-
     from zabray.replay import schedule
 
-    try:
-        data = yaml.safe_load(open(args.schedule).read())
-    except OSError as e:
-        raise ConfigError(f"cannot read schedule {args.schedule}: {e.strerror}") from None
+    data = yamlfile.load(args.schedule, "schedule file")
     s = schedule.parse(data, args.seed)  # validate before touching the ensemble
     if args.in_flight is not None and args.in_flight < 1:
         raise ConfigError(f"--in-flight must be at least 1, got {args.in_flight}")
@@ -158,7 +154,8 @@ def run_schedule(args: argparse.Namespace) -> int:
         print(f"  {entry['fault']:<14} {entry['role']:<9} -> replicas {entry['replicas']}"
               + (f" at {entry['point']}" if entry.get("point") else ""))
     print(f"writes: {len(result.acked):,} acknowledged, {result.count('failed')} refused, "
-          f"{result.count('unknown')} of unknown outcome")
+          f"{result.count('unknown')} of unknown outcome (in flight when their replica lost its leader: each "
+          "may or may not have committed; none is counted as acknowledged)")
     if problems:
         print("VIOLATIONS: " + "; ".join(problems[:10]))
         return 1

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from zabray.cli import common
 from zabray.errors import ConfigError
-from zabray.protocol.zxid import fmt
+from zabray.protocol.zxid import Zxid, fmt
 
 if TYPE_CHECKING:
     from storage.diskview import DiskView
@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     help_ = "show what a replica holds on disk: epochs, snapshots, the log's last txns (read-only)"
     p = sub.add_parser("inspect", help=help_, description=help_)
     p.add_argument("sid", type=int, help="the replica")
-    p.add_argument("--name", default="default", help="ensemble name (default: default)")
+    common.add_name(p)
     p.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS or a local one)")
     p.add_argument("--data-dir", default=None,
                    help="read this directory instead of asking the ensemble: the replica's own, or the "
@@ -38,8 +38,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=lambda a: common.guard(inspect, a))
 
 
-def replica_dir(data_dir: str, name: str, sid: int) -> str:
-    """``data_dir`` itself, or the replica's directory under it when it is an ensemble's root."""
+def replica_dir(data_dir: str, name: str | None, sid: int) -> str:
+    """``data_dir`` itself, or the replica's directory under it when it is an ensemble's root
+    (``NAME/replica-SID``; without ``--name``, the only ensemble directory there)."""
+    if name is None:
+        names = [d for d in os.listdir(data_dir) if os.path.isdir(os.path.join(data_dir, d, f"replica-{sid}"))] \
+            if os.path.isdir(data_dir) else []
+        if len(names) > 1:
+            raise ConfigError(f"{data_dir} holds replica {sid} of several ensembles ({', '.join(sorted(names))}): "
+                              "pick one with --name")
+        name = names[0] if names else "default"
     for cand in (os.path.join(data_dir, name, f"replica-{sid}"), os.path.join(data_dir, f"replica-{sid}")):
         if os.path.isdir(cand):
             return cand
@@ -51,23 +59,28 @@ def inspect(args: argparse.Namespace) -> int:
 
     if args.tail is not None and args.tail < 0:
         raise ConfigError("--tail must be at least 0")
+    delivered = None  # what the running replica has delivered: those txns are committed
     if args.data_dir is not None:
         view = read_disk(replica_dir(args.data_dir, args.name, args.sid))
     else:
-
-        view = common.connect(args).inspect(args.sid)
+        ens = common.connect(args)
+        view = ens.inspect(args.sid)
+        live = [s for s in ens.status() if s.sid == args.sid and s.alive and s.state not in ("DOWN", "PAUSED")]
+        delivered = live[0].applied if live else None
     if args.json:
         d = view.to_dict()
         if args.tail is not None:
             d["log"] = d["log"][len(d["log"]) - args.tail:] if args.tail else []
         print(json.dumps(d, indent=2))
         return 0
-    print("\n".join(render(view, args.sid, DEFAULT_TAIL if args.tail is None else args.tail)))
+    print("\n".join(render(view, args.sid, DEFAULT_TAIL if args.tail is None else args.tail, delivered)))
     return 0
 
 
-def render(view: DiskView, sid: int, tail: int) -> list[str]:
-    """The human-readable report: header, epochs, snapshots, segments, the log's last ``tail`` txns."""
+def render(view: DiskView, sid: int, tail: int, delivered: Zxid | None = None) -> list[str]:
+    """The human-readable report: header, epochs, snapshots, segments, the log's last ``tail`` txns.
+    ``delivered``: the running replica's last delivered zxid (None for a replica that is down,
+    or a directory read without Ray): a txn it delivered is committed, whatever the disk says."""
     inc = f", incarnation {view.incarnation}" if view.incarnation is not None else ""
     out = [f"replica {sid}: {view.path}{inc}",
            f"epochs: accepted {view.accepted_epoch} (leader {view.accepted_leader}), current {view.current_epoch}"
@@ -85,8 +98,14 @@ def render(view: DiskView, sid: int, tail: int) -> list[str]:
     out.append(f"log: {len(view.segments)} segment(s), {len(log):,} txns"
                + (f" {fmt(log[0].zxid)} .. {fmt(log[-1].zxid)}" if log else "")
                + f"; last zxid {fmt(view.last_zxid)}")
-    out.append(f"committed through {fmt(view.committed_through)} (the snapshot recovery starts from); "
-               f"{len(after):,} txn(s) after it not known committed (disk records no commits)")
+    out.append(f"committed through {fmt(view.committed_through)}: the snapshot recovery starts from "
+               "(a snapshot holds only committed txns)")
+    if after:
+        done = [e for e in after if delivered is not None and e.zxid <= delivered]
+        out.append(f"{len(after):,} logged txn(s) after it: durable here; a log records proposals, not "
+                   "commits, so the disk alone cannot say which committed"
+                   + (f"; the running replica has delivered {len(done):,} of them, so those did"
+                      if delivered is not None else ""))
     for seg in view.segments:
         if seg.problem:
             out.append(f"  DAMAGED segment {seg.name} (no longer needed by recovery): {seg.problem}")
@@ -101,6 +120,8 @@ def render(view: DiskView, sid: int, tail: int) -> list[str]:
         out.append(f"last {len(shown)} txn(s):")
         out.append(f"  {'zxid':>12} {'bytes':>9}  {'digest':<16}  {'segment':<21} {'offset':>10}  status")
         for e in shown:
-            status = "committed" if e.committed else "not known committed"
+            status = ("committed (snapshot)" if e.committed else
+                      "committed (delivered)" if delivered is not None and e.zxid <= delivered else
+                      "logged (commit not on disk)")
             out.append(f"  {fmt(e.zxid):>12} {e.size:>9,}  {e.digest:<16}  {e.segment:<21} {e.offset:>10}  {status}")
     return out

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from zabray.cli import check, ensemble, experiment, faults, inspect, scenario, security, sim, zk
@@ -23,6 +24,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Zab, ZooKeeper's atomic broadcast, as a durable replicated system on Ray.",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    parser.add_argument("--temp-dir", metavar="DIR", default=None,
+                        help="Ray's temp dir (its RAY_TMPDIR): where the Ray head `up` starts keeps its "
+                             "sessions and where later commands look for it; one per user on a shared machine")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for module in _COMMAND_MODULES:
@@ -33,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.temp_dir is not None:  # Ray's own setting: this process, `ray start`, and Ray's workers
+        os.environ["RAY_TMPDIR"] = os.path.abspath(args.temp_dir)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

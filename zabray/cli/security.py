@@ -15,7 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Write a new random ensemble secret (hex) to FILE, readable by its owner "
                                    "only; name it as secret_file in the config on every host.")
     p.add_argument("file")
-    p.add_argument("--force", action="store_true", help="replace an existing file (rotation: see the README)")
+    p.add_argument("--force", action="store_true", help="replace an existing file (rotation: see docs/security.md)")
     p.set_defaults(func=lambda a: common.guard(secret, a))
     p = sub.add_parser("certs", help="make a CA and certificates for TLS on the peer and client ports",
                        description="Make DIR/ca.pem (reused if present) and DIR/NAME.pem, DIR/NAME.key per "

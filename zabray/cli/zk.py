@@ -21,7 +21,7 @@ from zabray.errors import ConfigError
 def register(sub: argparse._SubParsersAction) -> None:
     def add(name: str, help_: str, func: Any) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_, description=help_)
-        p.add_argument("--name", default="default", help="ensemble name (default: default)")
+        common.add_name(p)
         p.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS or a local one)")
         p.add_argument("path")
         p.set_defaults(func=lambda a: common.guard(lambda b: _run(func, b), a))

@@ -63,7 +63,7 @@ class ReplicaConnection(BatchingProtocol):
         loop = asyncio.get_running_loop()
         try:
             _, conn = await asyncio.wait_for(loop.create_connection(lambda: cls(sid), host, port, ssl=ssl), timeout)
-        except (OSError, asyncio.TimeoutError, ssl_.SSLError) as e:
+        except (TimeoutError, OSError, ssl_.SSLError) as e:
             raise NotRunningError(f"replica {sid} at {host}:{port} is not reachable: {e}") from None
         assert conn.transport is not None
         hello = cp.handshake(ensemble)
@@ -75,7 +75,7 @@ class ReplicaConnection(BatchingProtocol):
         conn.transport.write(frame(hello) + frame(conn.auth.hello()))
         try:
             await asyncio.wait_for(asyncio.shield(conn.authed), timeout)
-        except (ConnectionError, asyncio.TimeoutError) as e:
+        except (TimeoutError, ConnectionError) as e:
             conn.close()
             raise NotRunningError(f"replica {sid} at {host}:{port} did not complete authentication: {e}") from None
         return conn
@@ -162,7 +162,7 @@ class ReplicaConnection(BatchingProtocol):
         while dl and dl[0][0] <= now:
             fut = waiting.pop(heapq.heappop(dl)[1], None)
             if fut is not None and not fut.done():
-                fut.set_exception(asyncio.TimeoutError())
+                fut.set_exception(TimeoutError())
         self._sweep_at = loop.call_later(SWEEP_S, self._sweep) if dl else None
 
     async def status(self) -> dict[str, Any]:
@@ -238,7 +238,7 @@ class EnsembleClient:
             try:
                 c = await self._conn(sid)
                 return await asyncio.wait_for(c.status(), timeout)
-            except (ZabError, ConnectionError, asyncio.TimeoutError):
+            except (TimeoutError, ZabError, ConnectionError):
                 return None
 
         answers = await asyncio.gather(*(ask(s) for s in sorted(self.addresses)))
@@ -323,7 +323,7 @@ class EnsembleClient:
                 # Sent, then the connection died: the write may have been proposed.
                 self.leader = None
                 raise UncertainOutcomeError(f"{e}; the write may or may not commit") from None
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 if self.leader == conn.sid:
                     self.leader = None  # a frozen or cut-off leader: look again next time
                 # Sent: its fate is unknown, which NoQuorumError (nothing was sent) would deny.

@@ -314,7 +314,7 @@ class _Shell:
             try:
                 _, proto = await asyncio.wait_for(
                     self.loop.create_connection(lambda: _Proto(self, conn), addr[0], addr[1], ssl=self.ssl), budget)
-            except (OSError, asyncio.TimeoutError):
+            except (TimeoutError, OSError):
                 proto = None
         if proto is None:
             self._maybe_refresh()
@@ -422,7 +422,7 @@ class Session:
 
         try:
             self._lt.run(asyncio.wait_for(wait_first(), connect_timeout))
-        except (asyncio.TimeoutError, cf.TimeoutError):
+        except (TimeoutError, cf.TimeoutError):
             self._shutdown(kill=True)
             raise ConnectionLossError(f"no replica of {ensemble!r} accepted a session in {connect_timeout} s") from None
         except BaseException:
@@ -497,7 +497,7 @@ class Session:
             # ``op_timeout``, or the session's end. A call pipelined behind many others may
             # rightly wait longer than ``op_timeout``; this bound is only a last resort.
             value, zxid, error, events = await asyncio.wait_for(asyncio.wrap_future(fut), 6 * self.op_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ConnectionLossError(f"no answer within {6 * self.op_timeout} s") from None
         if error is not None:
             raise _error(error)

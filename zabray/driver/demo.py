@@ -54,7 +54,9 @@ def run_demo(seconds: float = 6.0, in_flight: int = 200, replicas: int = 3, keep
              f"in {time.monotonic() - r0:.2f} s")
         lat = result.latencies_ms()
         _say(f"  writes: {len(result.acked):,} acknowledged ({result.throughput():,.0f}/s), "
-             f"{result.count('failed')} refused, {result.count('unknown')} of unknown outcome; "
+             f"{result.count('failed')} refused, {result.count('unknown')} of unknown outcome (in flight when "
+             "their replica lost its leader: each may or may not have committed, as after ZooKeeper's "
+             "connection loss, and none is counted as acknowledged); "
              f"latency p50 {percentile(lat, 50):.1f} ms, p99 {percentile(lat, 99):.1f} ms")
         problems = check_histories(ens.histories(), result.acked)
         if problems:

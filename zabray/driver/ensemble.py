@@ -16,13 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from actors.controller import EnsembleController
-from actors.faults import FaultInjector
 from actors.names import NAMESPACE, controller_name, ensemble_of, injector_name
-from actors.session_actor import SessionActor
-from storage.diskview import read_disk
+from zabray import yamlfile
 from zabray.client.broadcast import EnsembleClient, LoopThread, as_value
-from zabray.client.session import Session
 from zabray.config import EnsembleConfig
 from zabray.driver.raylink import actor_error, init_ray
 from zabray.errors import (
@@ -41,6 +37,7 @@ from zabray.replay.holds import HoldControl
 
 if TYPE_CHECKING:
     from storage.diskview import DiskView
+    from zabray.client.session import Session
 
 log = logging.getLogger(__name__)
 
@@ -183,6 +180,10 @@ class Ensemble(HoldControl):
         # that a user may take away to exercise recovery.
         here = ray.get_runtime_context().get_node_id()
         try:  # another process may take the name between the check above and here
+            # The actors' classes are imported where an actor is made: a command that only
+            # talks to a running ensemble (status, kill, ...) never loads the replica's code.
+            from actors.controller import EnsembleController
+
             controller: Any = ray.remote(EnsembleController).options(
                 name=controller_name(name), namespace=NAMESPACE, lifetime="detached", num_cpus=0,
                 # Ray starts a controller whose process died again, on its node; it finds its
@@ -303,6 +304,8 @@ class Ensemble(HoldControl):
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
             node = self.info.get("controller_node") or ray.get_runtime_context().get_node_id()
+            from actors.faults import FaultInjector  # (only when faults are asked for: see start)
+
             self._injector = ray.remote(FaultInjector).options(
                 name=injector_name(self.name), namespace=NAMESPACE, get_if_exists=True, lifetime="detached",
                 num_cpus=0, max_concurrency=100, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
@@ -376,9 +379,7 @@ class Ensemble(HoldControl):
                      wait: bool = True, timeout: float = 600) -> dict[str, Any]:
         """Run a fault schedule (a YAML path or mapping). Returns its progress: with ``wait``, once
         it has finished, healed everything and restarted every replica that was down."""
-        import yaml
-
-        data = schedule if isinstance(schedule, dict) else yaml.safe_load(Path(schedule).read_text())
+        data = schedule if isinstance(schedule, dict) else yamlfile.load(schedule, "schedule file")
         plan = self._inject("run_schedule", data, seed)
         if not wait:
             return {"plan": plan}
@@ -501,7 +502,7 @@ class Ensemble(HoldControl):
 
     # -- ZooKeeper sessions (service: zookeeper) ------------------------------------------------
 
-    def session(self, timeout: float = 10.0, *, connect_timeout: float = 30.0, replica: int | None = None) -> Any:
+    def session(self, timeout: float = 10.0, *, connect_timeout: float = 30.0, replica: int | None = None) -> Session:
         """A new ZooKeeper ``Session`` (``zabray.client.session``) with ``timeout`` seconds; needs an
         ensemble started with ``service="zookeeper"``. ``replica`` picks the first replica to try."""
         if self.info.get("config", {}).get("service", "zookeeper") != "zookeeper":
@@ -515,6 +516,8 @@ class Ensemble(HoldControl):
             self.info = self._call("describe", timeout=10)
             return self._addresses()
 
+        from zabray.client.session import Session  # (the ZooKeeper client's code: only when asked, see start)
+
         return Session(self.name, self._addresses(), timeout=timeout, refresh=refresh,
                        connect_timeout=connect_timeout, replica=replica, ssl=tls.driver_context(self.info.get("config", {})))
 
@@ -525,6 +528,8 @@ class Ensemble(HoldControl):
 
         if self.info.get("config", {}).get("service", "zookeeper") != "zookeeper":
             raise ConfigError(f"ensemble {self.name!r} runs service: broadcast; start it with service='zookeeper'")
+        from actors.session_actor import SessionActor  # (only when asked for: see start)
+
         handle: Any = ray.remote(SessionActor).options(num_cpus=0, namespace=NAMESPACE).remote(
             self.name, self._addresses(), timeout)
         ray.get(handle.session_id.remote(), timeout=60)  # connected
@@ -532,10 +537,13 @@ class Ensemble(HoldControl):
 
     def inspect(self, sid: int) -> DiskView:
         """A read-only view of replica ``sid``'s disk (``storage.diskview``): its epochs,
-        snapshots and logged txns, the tail past its newest snapshot marked not known committed.
+        snapshots and logged txns (the tail past its newest snapshot is durable, but whether it
+        committed is not recorded on disk).
         Works whether the replica runs or not: read here when its disk is on this node, else by
         a task on its node. A running replica's files may change while read, so that is retried."""
         import ray
+
+        from storage.diskview import read_disk  # (only `inspect` reads disks: see start)
 
         self._check_replica(sid)
         self.info = self._call("describe")

@@ -20,7 +20,7 @@ from zabray.protocol.events import ChannelId
 from zabray.protocol.leader import Leader
 from zabray.protocol.learner import Learner
 from zabray.protocol.messages import FollowerInfo, Message, Notification, ObserverInfo, PeerState
-from zabray.protocol.role import Role
+from zabray.protocol.role import Phase, Role
 
 if TYPE_CHECKING:
     from zabray.protocol.node import Node
@@ -34,7 +34,7 @@ def better(a_leader: int, a_zxid: int, a_epoch: int, b: Vote) -> bool:
 
 
 class Election(Role):
-    PHASE = "election"
+    phase = Phase.ELECTION
 
     def __init__(self, node: Node) -> None:
         super().__init__(node)

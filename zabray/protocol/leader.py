@@ -58,7 +58,7 @@ from zabray.protocol.messages import (
     Txn,
     UpToDate,
 )
-from zabray.protocol.role import Role
+from zabray.protocol.role import Phase, Role
 from zabray.protocol.statemachine import Encoded, joined
 from zabray.protocol.zxid import ZERO, Zxid
 from zabray.trace import records as trace
@@ -97,7 +97,6 @@ class LearnerHandle:
 
 
 class Leader(Role):
-    PHASE = "discovery"
 
     def __init__(self, node: Node, backlog: list[tuple[ChannelId, FollowerInfo | ObserverInfo]] = ()) -> None:  # type: ignore[assignment]
         super().__init__(node)
@@ -110,6 +109,7 @@ class Leader(Role):
         self.newleader_token: int | None = None
         self.newleader_durable = False
         self.established = False
+        self.phase = Phase.DISCOVERY  # SYNCHRONIZATION once NEWLEADER is issued, BROADCAST once established
         self.committed: Zxid = ZERO
         self.next_counter = 1
         self.self_acked: Zxid = ZERO
@@ -121,12 +121,6 @@ class Leader(Role):
         self._maybe_choose_epoch()
 
     # -- helpers ----------------------------------------------------------------------------------
-
-    def phase_name(self) -> str:
-        if self.established:
-            return "broadcast"
-        return "synchronization" if self.newleader_token is not None else "discovery"
-
 
     def _send(self, h: LearnerHandle, msg: Message) -> None:
         self.node.emit(Send(h.channel, msg))
@@ -213,6 +207,7 @@ class Leader(Role):
         assert self.epoch is not None
         n.current_epoch = self.epoch
         self.newleader_token = n.persist(WriteCurrentEpoch, self.epoch)
+        self.phase = Phase.SYNCHRONIZATION
         for h in list(self.learners.values()):
             if h.stage == Stage.EPOCH_ACKED:
                 self._sync(h)
@@ -302,6 +297,7 @@ class Leader(Role):
             return
         assert self.epoch is not None
         self.established = True
+        self.phase = Phase.BROADCAST
         last = n.history.last
         self.committed = last
         self.self_acked = last
@@ -423,29 +419,28 @@ class Leader(Role):
             n.emit(Close(channel))  # not a channel of this iteration
             return
         h.heard = n.now
-        t = type(msg)
-        if t is Ack:
-            if h.stage == Stage.ACTIVE and msg.zxid > h.acked:  # type: ignore[attr-defined]
-                h.acked = Zxid(msg.zxid)  # type: ignore[attr-defined]
-                self._advance_commit()
-        elif t is Request:
-            self._request(msg.origin, msg.request_id, msg.value)  # type: ignore[attr-defined]
-        elif t is Requests:
-            origin = msg.origin  # type: ignore[attr-defined]
-            for rid, value in msg.requests:  # type: ignore[attr-defined]
-                self._request(origin, rid, value)
-        elif t is Ping:
-            pass
-        elif t is Touch:
-            if self.established and msg.sessions:  # type: ignore[attr-defined]
-                n.emit(SessionsTouched(msg.sessions))  # type: ignore[attr-defined]
-        elif t is AckEpoch:
-            self._on_ack_epoch(h, msg)  # type: ignore[arg-type]
-        elif t is AckNewLeader:
-            self._on_ack_newleader(h, msg)  # type: ignore[arg-type]
-        else:
-            # A learner breaking the protocol loses its channel; the leader carries on.
-            self._drop(h)
+        match msg:
+            case Ack():
+                if h.stage == Stage.ACTIVE and msg.zxid > h.acked:
+                    h.acked = Zxid(msg.zxid)
+                    self._advance_commit()
+            case Request():
+                self._request(msg.origin, msg.request_id, msg.value)
+            case Requests():
+                for rid, value in msg.requests:
+                    self._request(msg.origin, rid, value)
+            case Ping():
+                pass
+            case Touch():
+                if self.established and msg.sessions:
+                    n.emit(SessionsTouched(msg.sessions))
+            case AckEpoch():
+                self._on_ack_epoch(h, msg)
+            case AckNewLeader():
+                self._on_ack_newleader(h, msg)
+            case _:
+                # A learner breaking the protocol loses its channel; the leader carries on.
+                self._drop(h)
 
     def on_closed(self, channel: ChannelId) -> None:
         h = self.learners.get(channel.learner)

@@ -42,8 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from zabray import yamlfile
 from zabray.errors import ConfigError
 from zabray.replay.crashpoints import crash_points
 from zabray.replay.holds import parse_zxid, pattern
@@ -408,10 +407,4 @@ def parse(data: Any, where: str = "scenario") -> Scenario:
 
 def load(path: str | Path) -> Scenario:
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text())
-    except OSError as e:
-        raise ConfigError(f"cannot read scenario {p}: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"scenario {p} is not valid YAML: {str(e).splitlines()[0]}") from None
-    return parse(data, f"scenario {p.name}")
+    return parse(yamlfile.load(p, "scenario"), f"scenario {p.name}")

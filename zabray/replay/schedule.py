@@ -28,8 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from zabray import yamlfile
 from zabray.errors import ConfigError
 from zabray.replay.crashpoints import check_point
 
@@ -216,14 +215,7 @@ def parse(data: dict[str, Any], seed: int | None = None) -> Schedule:
 
 
 def load(path: str | Path, seed: int | None = None) -> Schedule:
-    p = Path(path)
-    if not p.exists():
-        raise ConfigError(f"schedule file {p} does not exist")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        raise ConfigError(f"schedule file {p} is not valid YAML: {e}") from None
-    return parse(data, seed)
+    return parse(yamlfile.load(path, "schedule file"), seed)
 
 
 def resolve(target: str, members: list[int], leader: int | None, voters: list[int], rng: random.Random) -> list[int]:

@@ -22,6 +22,8 @@ from typing import Any
 from zabray.protocol.actions import Committed, Deliver, Failed, SessionsTouched
 from zabray.protocol.events import Event, Submit, TouchSessions
 from zabray.protocol.messages import PeerState
+from zabray.protocol.role import Phase
+from zabray.sim.replica import SimReplica
 from zabray.sim.simulator import SimOptions, SimResult, Simulation
 from zabray.sim.zkcheck import ZkChecker
 from zabray.tree import DataTree
@@ -163,7 +165,7 @@ class ZkSimulation(Simulation):
         return self._role_changed(sid, svc, node)
 
     def _role_changed(self, sid: int, svc: ZkService, node: Any) -> list[zm.ServiceAction]:
-        serving = node.role.phase_name() == "broadcast" and node.state in (
+        serving = node.role.phase is Phase.BROADCAST and node.state in (
             PeerState.LEADING, PeerState.FOLLOWING, PeerState.OBSERVING)
         leading = serving and node.state == PeerState.LEADING
         if (serving, leading) == (svc.serving, svc.leading):
@@ -171,38 +173,40 @@ class ZkSimulation(Simulation):
         self._log(f"  service {sid}: serving={serving} leading={leading}")
         return svc.step(zm.RoleChanged(serving, leading))
 
-    def _route(self, sid: int, r: Any, a: object) -> None:
-        t = type(a)
-        if t is Deliver:
-            super()._route(sid, r, a)
-            self._svc_in.append(zm.TxnDelivered(a.result))  # type: ignore[attr-defined]
-        elif (t is Committed or t is Failed) and a.request_id < _BASE_RIDS:  # type: ignore[attr-defined]
-            if t is Committed:
-                self._svc_in.append(zm.TxnCommitted(a.request_id, a.zxid, a.result))  # type: ignore[attr-defined]
-            else:
-                self._svc_in.append(zm.TxnFailed(a.request_id, a.reason, a.uncertain))  # type: ignore[attr-defined]
-        elif t is SessionsTouched:
-            self._svc_in.append(zm.SessionsAlive(a.sessions))  # type: ignore[attr-defined]
-        else:
-            super()._route(sid, r, a)
+    def _delivered(self, sid: int, r: SimReplica, a: Deliver) -> None:
+        super()._delivered(sid, r, a)
+        self._svc_in.append(zm.TxnDelivered(a.result))
+
+    def _reply(self, sid: int, r: SimReplica, a: Committed | Failed | SessionsTouched) -> None:
+        match a:
+            case Committed() if a.request_id < _BASE_RIDS:
+                self._svc_in.append(zm.TxnCommitted(a.request_id, a.zxid, a.result))
+            case Failed() if a.request_id < _BASE_RIDS:
+                self._svc_in.append(zm.TxnFailed(a.request_id, a.reason, a.uncertain))
+            case SessionsTouched():
+                self._svc_in.append(zm.SessionsAlive(a.sessions))
+            case _:
+                super()._reply(sid, r, a)
 
     def _service_actions(self, sid: int, actions: list[zm.ServiceAction]) -> None:
         for a in actions:
-            t = type(a)
-            if t is zm.SubmitTxn:
-                self._coreq.append((sid, Submit(a.rid, a.request), "client request"))  # type: ignore[attr-defined]
-            elif t is zm.ReportTouches:
-                self._coreq.append((sid, TouchSessions(a.sessions), "touches"))  # type: ignore[attr-defined]
-            elif t is zm.CloseConn:
-                link = self.links.get(a.conn)  # type: ignore[attr-defined]
-                if link is not None and link.server_open:
-                    link.server_open = False
-                    link.up.clear()
-                    link.down.append(CLOSED)
-            else:
-                link = self.links.get(a.conn)  # type: ignore[attr-defined]
-                if link is not None and link.server_open and link.client_open:
-                    link.down.append(a)
+            match a:
+                case zm.SubmitTxn():
+                    self._coreq.append((sid, Submit(a.rid, a.request), "client request"))
+                case zm.ReportTouches():
+                    self._coreq.append((sid, TouchSessions(a.sessions), "touches"))
+                case zm.CloseConn():
+                    link = self.links.get(a.conn)
+                    if link is not None and link.server_open:
+                        link.server_open = False
+                        link.up.clear()
+                        link.down.append(CLOSED)
+                case zm.Reply() | zm.WatchFired() | zm.SessionEnded():
+                    link = self.links.get(a.conn)
+                    if link is not None and link.server_open and link.client_open:
+                        link.down.append(a)
+                case _:
+                    raise TypeError(f"unknown service action {a!r:.60}")
         self._run_core()
 
     def _tick(self) -> None:
@@ -422,7 +426,7 @@ class ZkSimulation(Simulation):
         if self.zopt.warmup:
             self._log("warm-up: elect a leader calmly")
             self.settle(lambda: self._established_leader() is not None and all(
-                r.node is not None and r.node.role.phase_name() == "broadcast" for r in self.replicas.values()))
+                r.node is not None and r.node.role.phase is Phase.BROADCAST for r in self.replicas.values()))
         return super().run()
 
     def finish(self) -> SimResult:

@@ -1,4 +1,4 @@
-"""The trace schema (version 1), shared by the simulator and real runs.
+"""The trace schema (version 2, see ``SCHEMA_VERSION``), shared by the simulator and real runs.
 
 A run directory holds ``trace/*.jsonl``: one JSON object per line, one file per writer
 (a replica incarnation, a client, the fault injector, the simulator). Every row has the
@@ -8,33 +8,31 @@ change and renaming one needs a new ``SCHEMA_VERSION``.
 
 Kinds and what they promise:
 
-``state``      a replica entered ``state`` (LOOKING/FOLLOWING/LEADING/OBSERVING) for ``epoch``,
-               following ``leader`` (-1 while looking); STARTED marks a new incarnation
-               (a start or restart from disk).
-``established`` a leader's epoch is established (a quorum acked NEWLEADER); ``zxid`` ends its
-               initial history.
-``propose``    leader ``replica`` broadcast ``zxid`` (epoch ``epoch``) with value ``digest``.
-``deliver``    ``replica`` delivered ``zxid`` with value ``digest``; per incarnation, in order.
-``snapshot``   ``replica`` holds the state through ``zxid`` without delivering each txn: it
-               installed a SNAP from its leader, or this incarnation started from its own
-               snapshot; its deliveries go on after ``zxid``.
-``client``     one client operation: ``session``, ``op``, ``path``, ``invoke_t``,
-               ``complete_t``, ``outcome`` (ok/failed/unknown), ``zxid`` (the zxid it wrote, or
-               the zxid its read saw), ``digest`` of the value written.
-``fault``      ``fault`` (kill, restart, restart-fresh, pause, partition, ...) was applied to
-               ``target`` (replica sids as text, e.g. "2" or "1 | 2,3" for partition groups)
-               from ``start`` to ``end`` (``end`` = ``start`` for instant faults; a pause or
-               partition gets a second row with its ``end`` once it is lifted). Message holds
-               (``hold``, ``release``, ``unhold``) and scenario steps (``scenario-step``, with the
-               step's text in ``target``) are ``fault`` rows too.
-``message``    (only with ``trace_messages: true``) replica ``replica`` did ``dir`` with channel
-               packet ``msg`` (its protocol NAME) to or from replica ``peer``, carrying ``zxid``
-               (null if none), while in ``phase`` (discovery/synchronization/broadcast).
-               ``dir``: ``send`` (the core emitted it and it went on), ``hold`` (emitted, caught
-               or queued behind a hold in this shell), ``release`` (left the hold queue),
-               ``drop`` (died held, with its channel), ``recv`` (the core is about to see it).
-               Rows of one replica incarnation are in the order it did them; PING and TOUCH
-               are never traced.
+- ``state``: a replica entered ``state`` (LOOKING/FOLLOWING/LEADING/OBSERVING) for ``epoch``,
+  following ``leader`` (-1 while looking); STARTED marks a new incarnation (a start or restart
+  from disk).
+- ``established``: a leader's epoch is established (a quorum acked NEWLEADER); ``zxid`` ends its
+  initial history.
+- ``propose``: leader ``replica`` broadcast ``zxid`` (epoch ``epoch``) with value ``digest``.
+- ``deliver``: ``replica`` delivered ``zxid`` with value ``digest``; per incarnation, in order.
+- ``snapshot``: ``replica`` holds the state through ``zxid`` without delivering each txn: it
+  installed a SNAP from its leader, or this incarnation started from its own snapshot; its
+  deliveries go on after ``zxid``.
+- ``client``: one client operation: ``session``, ``op``, ``path``, ``invoke_t``, ``complete_t``,
+  ``outcome`` (ok/failed/unknown), ``zxid`` (the zxid it wrote, or the zxid its read saw),
+  ``digest`` of the value written.
+- ``fault``: ``fault`` (kill, restart, restart-fresh, pause, partition, ...) was applied to
+  ``target`` (replica sids as text, e.g. "2" or "1 | 2,3" for partition groups) from ``start``
+  to ``end`` (``end`` = ``start`` for instant faults; a pause or partition gets a second row
+  with its ``end`` once it is lifted). Message holds (``hold``, ``release``, ``unhold``) and
+  scenario steps (``scenario-step``, with the step's text in ``target``) are ``fault`` rows too.
+- ``message``: (only with ``trace_messages: true``) replica ``replica`` did ``dir`` with channel
+  packet ``msg`` (its protocol NAME) to or from replica ``peer``, carrying ``zxid`` (null if
+  none), while in ``phase`` (discovery/synchronization/broadcast). ``dir``: ``send`` (the core
+  emitted it and it went on), ``hold`` (emitted, caught or queued behind a hold in this shell),
+  ``release`` (left the hold queue), ``drop`` (died held, with its channel), ``recv`` (the core
+  is about to see it). Rows of one replica incarnation are in the order it did them; PING and
+  TOUCH are never traced.
 
 ``t`` is seconds (wall clock, float) in real runs and the simulated tick in simulated runs.
 

@@ -89,10 +89,6 @@ def request(req: cp.ZkReq) -> ClientOp:
     return Malformed(f"unknown op {op!r:.30}")
 
 
-def error_reply(rid: int, zxid: int, code: str, message: str) -> cp.ZkRep:
-    return cp.ZkRep(rid, zxid, [code, message, None, None], None)
-
-
 def _error(e: ErrorInfo | None) -> list[Any] | None:
     return None if e is None else [e.code, e.message, e.path, e.index]
 

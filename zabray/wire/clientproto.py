@@ -53,6 +53,11 @@ class ZkRep:
     value: Any
 
 
+def error_reply(rid: int, zxid: int, code: str, message: str) -> ZkRep:
+    """A ZooKeeper request's refusal, before any service saw it (error code and message)."""
+    return ZkRep(rid, zxid, [code, message, None, None], None)
+
+
 @dataclass(frozen=True, slots=True)
 class ZkEvent:
     kind: str

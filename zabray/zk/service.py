@@ -98,6 +98,7 @@ from zabray.zk.messages import (
     WhoAmI,
     Write,
 )
+from zabray.zk.validate import check_request
 from zabray.zk.watches import Fired, WatchTables
 
 log = logging.getLogger(__name__)
@@ -353,6 +354,7 @@ class ZkService:
         st.queue.append(e)
         sid, t, auth = st.session, self.now_ms, st.auth
         try:
+            check_request(op)  # past this, an exception in the tree is a bug, not a bad request
             match op:
                 case Create(path, data, ephemeral, sequential, acl, container, ttl, stat):
                     data = None if data is None else bytes(data)  # (None: ZooKeeper's null)
@@ -379,10 +381,6 @@ class ZkService:
         except ZooKeeperError as x:
             self._finish(e, Reply(st.conn, xid, self.tree.last_zxid, ErrorInfo(x.code, x.message, x.path, x.index)))
             return
-        except (IndexError, TypeError, ValueError, KeyError) as x:
-            self._finish(e, Reply(st.conn, xid, self.tree.last_zxid,
-                                  ErrorInfo("BAD_ARGUMENTS", f"bad {type(op).__name__} request: {x}")))
-            return
         self.stats["writes"] += 1
         if st.reads:
             e.held = value
@@ -402,6 +400,7 @@ class ZkService:
             e.reply = Reply(st.conn, e.xid, tree.last_zxid, ErrorInfo("SESSION_EXPIRED", "the session expired"))
             return
         try:
+            check_request(op)
             if isinstance(op, _TREE_READS):
                 value = reads.read(tree, self.watches, sid, st.auth, op)
             elif isinstance(op, _WATCH_OPS):
@@ -417,10 +416,6 @@ class ZkService:
         except ZooKeeperError as x:
             error = ErrorInfo(x.code, x.message, x.path, x.index)
             e.close_after = x.code == "AUTH_FAILED"
-        except (AttributeError, IndexError, TypeError, ValueError) as x:
-            # A field of the wrong type (a null string from the wire): answered, never raised out
-            # of the step, which would leave this entry unanswered and drop the connection.
-            error = ErrorInfo("BAD_ARGUMENTS", f"bad {type(op).__name__} request: {x}")
         e.reply = Reply(st.conn, e.xid, tree.last_zxid, error, value)
 
     # -- the core's answers ----------------------------------------------------------------------
