@@ -197,7 +197,7 @@ class HostWatch:
             self._disk_reads[sid] = ref
         try:
             got: dict[str, Any] = await asyncio.wait_for(asyncio.shield(ref), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return {**unknown, "disk": f"unknown: reading it on {homes.describe(self.home[sid])}"}
         except Exception as e:  # the node went, the disk cannot be read
             self._disk_reads.pop(sid, None)

@@ -218,8 +218,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for s in SYSTEMS:
                 h = sysm.leader_host(s, ports)
                 other = next(x for x in SYSTEMS if x != s)
-                t1 = time.time()
                 lab.cut(h)
+                t1 = time.time()  # once the port is down: a write issued before may still commit
                 time.sleep(args.leader_cut_s)
                 t2 = time.time()
                 lab.heal()
@@ -236,21 +236,30 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             leaders = {s: sysm.leader_host(s, ports) for s in SYSTEMS}
             spare = [h for h in lab.spec.host_ids if h not in leaders.values()]
             h = spare[0] if spare else next(h for h in lab.spec.host_ids if h != leaders["zabray"])
-            t1 = time.time()
             lab.cut(h)
+            t1 = time.time()
             time.sleep(args.follower_cut_s)
             lab.heal()
             t2 = time.time()
             event("cut", h, t1, t2)
             target = {s: sysm.zxid(s, leaders[s], ports) if leaders[s] else None for s in SYSTEMS}
+            # Back: serving as a follower with the leader's zxid at the heal, and still so 10 s later
+            # (zabray's old process may answer for a moment before its raylet learns it was
+            # declared dead and takes it down; the replica then comes back as a new process).
+            since: dict[str, float | None] = {s: None for s in SYSTEMS}
             back: dict[str, float | None] = {s: None for s in SYSTEMS}
             deadline = time.monotonic() + args.recover_timeout
             while time.monotonic() < deadline and any(v is None for v in back.values()):
                 for s in SYSTEMS:
-                    if back[s] is None and sysm.mode(s, h, ports) == "follower":
-                        z = sysm.zxid(s, h, ports)
-                        if z is not None and target[s] is not None and z >= target[s]:
-                            back[s] = time.time() - t2
+                    if back[s] is not None:
+                        continue
+                    z = sysm.zxid(s, h, ports) if sysm.mode(s, h, ports) == "follower" else None
+                    if z is not None and target[s] is not None and z >= target[s]:
+                        since[s] = since[s] or time.time()
+                        if time.time() - since[s] >= 10:
+                            back[s] = since[s] - t2
+                    else:
+                        since[s] = None
                 time.sleep(0.1)
             for s in SYSTEMS:
                 out["results"][s]["follower-cut"] = {

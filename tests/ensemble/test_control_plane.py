@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Callable
 
 import pytest
 
-from tests.ensemble.conftest import converged, start, wait_until  # noqa: F401
+from tests.ensemble.conftest import converged, wait_until
 from zabray.driver.ensemble import Ensemble
 from zabray.errors import NotRunningError, RequestTimeoutError
 
