@@ -9,27 +9,18 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.lab.conftest import need_root
+from tests.polling import wait_until
 from zabray.lab import Lab, LabPermissionError, LabSpec, LabUnsupportedError
 from zabray.lab import net as labnet
 from zabray.lab.plan import DISK_MOUNT
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 PORT = 8765
-
-
-def wait_until(cond: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.1)
 
 
 def reaches(lab: Lab, src: int | None, dst: int, port: int = PORT) -> bool:
