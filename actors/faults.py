@@ -19,6 +19,7 @@ import ray
 
 from actors.names import NAMESPACE, controller_name
 from zabray.errors import ConfigError, NotRunningError
+from zabray.lab import Lab
 from zabray.replay import schedule as sched
 from zabray.replay.crashpoints import crash_points
 from zabray.replay.holds import HeldMessage, HoldPattern
@@ -385,8 +386,6 @@ class FaultInjector:
     async def _host_fault(self, fault: str, sid: int, undo: bool) -> None:
         """Cut off or crash replica ``sid``'s host (a lab host), or undo it. A host that is not a
         host of the schedule's lab, or no lab, is an error that stops the run."""
-        from zabray.lab import Lab
-
         if self._lab is None:
             raise ConfigError("host faults need the schedule's `lab`")
         lab = await asyncio.to_thread(Lab.find, self._lab)

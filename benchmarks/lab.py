@@ -42,8 +42,8 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
 sys.path.insert(0, os.path.dirname(_here))
 
 from zabray.driver.apache_zk import four_letter  # noqa: E402
+from zabray.driver.lab_zookeeper import LabZooKeeper  # noqa: E402
 from zabray.lab import Lab, LabSpec, RaySettings  # noqa: E402
-from zabray.lab.zookeeper import LabZooKeeper  # noqa: E402
 
 log = logging.getLogger("benchmarks.lab")
 SYSTEMS = ("zabray", "zookeeper")

@@ -10,9 +10,8 @@ import logging
 import os
 import sys
 
-from zabray.cli import check, ensemble, experiment, faults, inspect, scenario, security, sim, zk
+from zabray.cli import check, ensemble, experiment, faults, inspect, lab, scenario, security, sim, zk
 from zabray.errors import ConfigError
-from zabray.lab import cli as lab
 
 # Each adds its subcommands through ``register(subparsers)``, in the order ``--help`` lists them.
 _COMMAND_MODULES = (ensemble, zk, faults, inspect, scenario, sim, check, experiment, security, lab)
