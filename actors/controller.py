@@ -135,7 +135,8 @@ class EnsembleController(HostWatch):
         before = self.info.get(sid, {})
         previous = before.get("incarnation", -1)
         # Where the last incarnation listened, to listen there again (clients hold those ports).
-        ports = {kind: before[kind][1] for kind in ("quorum", "client", "zk_client") if before.get(kind)}
+        ports = {kind: before[kind][1] for kind in ("quorum", "client", "zk_client", "zk_secure_client")
+                 if before.get(kind)}
         actor = ray.remote(ReplicaActor).options(
             num_cpus=0,
             max_restarts=0,
@@ -243,6 +244,7 @@ class EnsembleController(HostWatch):
             info = self.info.get(sid, {})
             base = {"sid": sid, "node": self.node_of.get(sid), "node_label": self._node_label(sid),
                     "home": self.home.get(sid), "client": info.get("client"), "zk_client": info.get("zk_client"),
+                    "zk_secure_client": info.get("zk_secure_client"),
                     "pid": info.get("pid"), "incarnation": info.get("incarnation"),
                     "paused": sid in self.paused, "observer": sid in self.observers, "lost": sid in self.lost}
             # A replica that does not answer is shown with what its disk holds, read on its host

@@ -50,7 +50,7 @@ from zabray.replay.holds import HoldPattern
 from zabray.trace import records as trace
 from zabray.trace.writer import TraceWriter
 from zabray.wire.auth import AuthFailed, Secret
-from zabray.wire.four_letter import AdminView, Latency, parse_words
+from zabray.wire.four_letter import AdminView, Latency, allowed_words
 
 if TYPE_CHECKING:  # a broadcast replica starts without the ZooKeeper service's modules
     from actors.zkport import ZkClientConn
@@ -134,8 +134,11 @@ class ReplicaServer:
         self._client_server: asyncio.base_events.Server | None = None
         self._clients: set[ClientConn] = set()
         self._zk_server: asyncio.base_events.Server | None = None
+        self._zk_secure_server: asyncio.base_events.Server | None = None
         self._zk_clients: set[ZkClientConn] = set()
         self.zk_latency = Latency()  # of ZooKeeper-port requests, for srvr and mntr
+        self.admin_base = (0, 0)  # zk_requests and zk_frames_out when srst last reset them
+        self.started_at = time.monotonic()
         self._trace: TraceWriter | None = None
         self._snap_due = self._snapshot_interval()
         self.faults = ReplicaFaults(crash_points, sid, holds)
@@ -148,7 +151,7 @@ class ReplicaServer:
 
             self.zk = ZooKeeperService(sid, self.stats, config)
         self.service: HostedService = self.zk if self.zk is not None else BroadcastService(self.stats)
-        self._service_role = (False, False)  # (serving, leading) as the service last heard it
+        self._service_role = (False, False, False)  # (serving, leading, looking) as the service last heard it
         self.metrics = ReplicaMetrics(ensemble, sid)
         self.stall_watch = StallWatch(f"replica {sid}", self.stats, config.sync_limit * config.tick_ms / 4000)
         self._logged_state: PeerState | None = None
@@ -169,6 +172,8 @@ class ReplicaServer:
         except OSError as e:  # a path on this node that cannot be made or written: the operator's to fix
             raise ConfigError(f"replica {self.sid} cannot use its data directory {self.data_dir} (data_dir): "
                               f"{e.strerror or e}; set data_dir to a writable directory on its node") from None
+        if self.zk is not None:  # the SASL users, from the operator's file on this node (never logged)
+            self.zk.svc.sasl_users = self.cfg.sasl_users()
         if self.rejoining:  # before anything else: a crash from here on still comes back rejoining
             await loop.run_in_executor(self._io, self.store.mark_rejoining)
         durable = await loop.run_in_executor(self._io, self.store.recover)
@@ -214,13 +219,13 @@ class ReplicaServer:
 
         cport = await self._listen("client", start_clients)
         host = advertised_host(self.cfg.host)
-        zk_addr = None
+        zk_addr = zk_secure_addr = None
         if self.zk is not None:
             from actors.zkport import ZkClientConn
             from zabray.wire.zkserver import password_key
 
             key = password_key(self.secret.key if self.secret is not None else None, self.ensemble)
-            words = parse_words(self.cfg.zk_four_letter_words)
+            words = allowed_words(self.cfg.zk_four_letter_words, read_only=self.cfg.zk_read_only)
 
             async def start_zk(port: int) -> int:
                 self._zk_server = await loop.create_server(
@@ -229,11 +234,21 @@ class ReplicaServer:
                 return int(self._zk_server.sockets[0].getsockname()[1])
 
             zk_addr = [host, await self._listen("zk_client", start_zk)]
+            secure = tls.zk_secure_context(self.cfg)
+            if secure is not None:
+                async def start_zk_secure(port: int) -> int:
+                    self._zk_secure_server = await loop.create_server(
+                        lambda: ZkClientConn(self, key, words), self.cfg.host, port, ssl=secure,
+                        ssl_handshake_timeout=10)
+                    return int(self._zk_secure_server.sockets[0].getsockname()[1])
+
+                zk_secure_addr = [host, await self._listen("zk_secure_client", start_zk_secure)]
         self._tasks.append(loop.create_task(self._ticker()))
         self.stall_watch.start(loop)
         log.info("replica %d (incarnation %d) up: quorum port %d, client port %d, ZooKeeper port %s, last zxid %s",
                  self.sid, self.incarnation, qport, cport, zk_addr[1] if zk_addr else "-", durable.last_zxid)
         return {"sid": self.sid, "quorum": [host, qport], "client": [host, cport], "zk_client": zk_addr,
+                "zk_secure_client": zk_secure_addr,
                 "pid": os.getpid(), "incarnation": self.incarnation, "data_dir": str(self.data_dir.resolve())}
 
     async def _listen(self, kind: str, start: Callable[[int], Awaitable[int]]) -> int:
@@ -262,7 +277,7 @@ class ReplicaServer:
                               f"{os.strerror(e.errno) if e.errno else e}; {hint}") from None
 
     def _close_clients(self) -> None:
-        for srv in (self._client_server, self._zk_server):
+        for srv in (self._client_server, self._zk_server, self._zk_secure_server):
             if srv is not None:
                 srv.close()
         for c in list(self._clients):
@@ -516,28 +531,25 @@ class ReplicaServer:
         return s
 
     def admin_view(self) -> AdminView:
-        """What the four-letter words tell about this replica (``zabray.wire.four_letter``)."""
-        from actors.zkport import environment, safe_config
+        """What the four-letter words tell about this replica (``actors.zkadmin``)."""
+        from actors.zkadmin import admin_view
 
-        node = self.node
-        mode = "not serving"
-        if node is not None and self.fatal is None and node.role.phase is Phase.BROADCAST:
-            mode = {PeerState.LEADING: "leader", PeerState.FOLLOWING: "follower",
-                    PeerState.OBSERVING: "observer"}.get(node.state, "not serving")
-            if mode == "leader" and len(self.proto.voters) == 1 and not self.proto.observers:
-                mode = "standalone"
-        svc = self.zk.svc if self.zk is not None else None
-        tree = svc.tree if svc is not None else None
-        watched = svc.watches.by_path() if svc is not None else {}
-        sessions = {s: tree.ephemerals(s) for s in tree.sessions()} if tree is not None else {}
-        return AdminView(
-            mode=mode, zxid=tree.last_zxid if tree is not None else 0, znodes=len(tree) if tree is not None else 0,
-            watches=svc.watches.count() if svc is not None else 0, watched_paths=len(watched),
-            watching_sessions=len({s for ss in watched.values() for s in ss}),
-            connections=len(self._zk_clients) + len(self._clients), outstanding=len(svc.pending) if svc else 0,
-            received=self.stats["zk_requests"], sent=self.stats["zk_frames_out"], latency=self.zk_latency.view(),
-            sessions=sessions, config=safe_config(self.cfg), environment=environment(),
-            clients=sorted(c.describe() for c in self._zk_clients))
+        return admin_view(self)
+
+    def reset_admin_stats(self, word: str) -> None:
+        from actors.zkadmin import reset
+
+        reset(self, word)
+
+    def zk_port(self) -> int:
+        """The ZooKeeper client port this replica listens on (0 without one)."""
+        srv = self._zk_server
+        return int(srv.sockets[0].getsockname()[1]) if srv is not None and srv.sockets else 0
+
+    def zk_secure_port(self) -> int:
+        """The TLS ZooKeeper client port (ZooKeeper's secureClientPort), -1 without one."""
+        srv = self._zk_secure_server
+        return int(srv.sockets[0].getsockname()[1]) if srv is not None and srv.sockets else -1
 
     def tree_digest(self) -> tuple[str, int] | None:
         """(digest of the whole data tree, its last zxid) for the ZooKeeper service, else None.
@@ -556,12 +568,13 @@ class ReplicaServer:
                 "applied": int(self.node.applied) if self.node is not None else 0}
 
 
-def _role(node: Node) -> tuple[bool, bool]:
-    """(serving, leading) for the hosted service: serving is being in broadcast as leader,
-    follower or observer; leading, as the established leader."""
+def _role(node: Node) -> tuple[bool, bool, bool]:
+    """(serving, leading, looking) for the hosted service: serving is being in broadcast as
+    leader, follower or observer; leading, as the established leader; looking, in election with
+    its disk's state (not rejoining), when read-only mode may serve."""
     state = node.state  # checked first: a step's role test runs on every step
     serving = state in _SERVING_STATES and node.role.phase is Phase.BROADCAST
-    return serving, serving and state is PeerState.LEADING
+    return serving, serving and state is PeerState.LEADING, state is PeerState.LOOKING and not node.rejoining
 
 
 _SERVING_STATES = frozenset({PeerState.LEADING, PeerState.FOLLOWING, PeerState.OBSERVING})

@@ -38,8 +38,8 @@ class HostedService(Protocol):
     """The core's state machine (None: the core's own value log)."""
 
     def client(self, conn: ClientConn, req: cp.SubmitReq | cp.ZkReq) -> list[Event]: ...
-    def core(self, actions: list[Outcome], serving: bool, leading: bool) -> list[Event]: ...
-    def tick(self, serving: bool, leading: bool) -> list[Event]: ...
+    def core(self, actions: list[Outcome], serving: bool, leading: bool, looking: bool = False) -> list[Event]: ...
+    def tick(self, serving: bool, leading: bool, looking: bool = False) -> list[Event]: ...
     def conn_lost(self, conn: ServiceConn) -> None: ...
     def status(self) -> dict[str, Any] | None: ...
     def frame(self, action: zm.ServiceAction) -> cp.ZkRep | cp.ZkEvent:
@@ -65,7 +65,7 @@ class BroadcastService:
         self.stats["submitted"] += 1
         return [Submit(rid, req.value)]
 
-    def core(self, actions: list[Outcome], serving: bool, leading: bool) -> list[Event]:
+    def core(self, actions: list[Outcome], serving: bool, leading: bool, looking: bool = False) -> list[Event]:
         for a in actions:
             match a:
                 case Committed():
@@ -84,7 +84,7 @@ class BroadcastService:
                     assert_never(a)
         return []
 
-    def tick(self, serving: bool, leading: bool) -> list[Event]:
+    def tick(self, serving: bool, leading: bool, looking: bool = False) -> list[Event]:
         return []
 
     def conn_lost(self, conn: ServiceConn) -> None:

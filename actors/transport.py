@@ -203,6 +203,11 @@ class PeerTransport:
 
     # -- configuration and fault hooks -----------------------------------------------------------
 
+    @property
+    def peers(self) -> dict[int, tuple[str, int]]:
+        """The address book: each peer's (host, quorum port)."""
+        return dict(self._addrs)
+
     def set_peers(self, addrs: dict[int, tuple[str, int]]) -> None:
         """Replace the address book. A peer whose address changed loses its election connection
         (it pointed at the old process); channels are per iteration and are left alone."""

@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from actors.clientport import ClientConn
 
 
+READ_ONLY_AFTER_MS = 2000
+"""How long a replica looks for a leader before it serves read-only sessions (``zk_read_only``):
+ZooKeeper's grace period, max(2 s, tickTime), for zabray's ticks of a few ms."""
+
+
 class _Tree(DataTree):
     """The data tree, restored (from a snapshot at start, or a leader's SNAP) with the cyclic
     collector paused: the process's choice, not the pure tree's."""
@@ -41,16 +46,17 @@ class ZooKeeperService:
     def __init__(self, replica: int, stats: dict[str, int], cfg: EnsembleConfig | None = None) -> None:
         now = _now_ms()
         cfg = cfg or EnsembleConfig()
-        self.svc = ZkService(replica, _Tree(), now_ms=now, id_salt=0,
+        self.svc = ZkService(replica, _Tree(sasl_acls=bool(cfg.zk_sasl_jaas_file)), now_ms=now, id_salt=0,
                              min_timeout_ms=cfg.zk_min_session_timeout_ms, max_timeout_ms=cfg.zk_max_session_timeout_ms,
-                             container_check_ms=cfg.zk_container_check_ms, super_digest=cfg.zk_super_digest or None)
+                             container_check_ms=cfg.zk_container_check_ms, super_digest=cfg.zk_super_digest or None,
+                             read_only_after_ms=READ_ONLY_AFTER_MS if cfg.zk_read_only else None)
         self.replica = replica
         self.app = self.svc.tree
         self.stats = stats
         self._ids: dict[ServiceConn, int] = {}
         self._conns: dict[int, ServiceConn] = {}
         self._next_conn = 1
-        self._role = (False, False)
+        self._role = (False, False, False)
 
     def _id(self, conn: ServiceConn) -> int:
         cid = self._ids.get(conn)
@@ -104,7 +110,7 @@ class ZooKeeperService:
             return []
         return self._carry_out(actions)
 
-    def core(self, actions: list[Outcome], serving: bool, leading: bool) -> list[Event]:
+    def core(self, actions: list[Outcome], serving: bool, leading: bool, looking: bool = False) -> list[Event]:
         step = self.svc.step
         out: list[zm.ServiceAction] = []
         for a in actions:
@@ -124,19 +130,19 @@ class ZooKeeperService:
         out += step(zm.StepEnd())
         # Right after the step, not at the next tick: a replica that just left broadcast must
         # drop its sessions before it reads another request of theirs.
-        out += self._role_changed(serving, leading)
+        out += self._role_changed(serving, leading, looking)
         return self._carry_out(out)
 
-    def tick(self, serving: bool, leading: bool) -> list[Event]:
-        out = self._role_changed(serving, leading)
+    def tick(self, serving: bool, leading: bool, looking: bool = False) -> list[Event]:
+        out = self._role_changed(serving, leading, looking)
         out += self.svc.step(zm.ServiceTick(_now_ms()))
         return self._carry_out(out)
 
-    def _role_changed(self, serving: bool, leading: bool) -> list[zm.ServiceAction]:
-        if (serving, leading) == self._role:
+    def _role_changed(self, serving: bool, leading: bool, looking: bool) -> list[zm.ServiceAction]:
+        if (serving, leading, looking) == self._role:
             return []
-        self._role = (serving, leading)
-        return self.svc.step(zm.RoleChanged(serving, leading))
+        self._role = (serving, leading, looking)
+        return self.svc.step(zm.RoleChanged(serving, leading, looking))
 
     def conn_lost(self, conn: ServiceConn) -> None:
         cid = self._ids.pop(conn, None)

@@ -49,6 +49,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--eager-clients", action="store_true",
                    help="clients send calls right behind their connect, as the Java client's Netty socket "
                    "does (--service zookeeper)")
+    p.add_argument("--read-only-clients", type=float, default=0.0, metavar="SHARE",
+                   help="replicas serve read-only sessions when cut off from their quorum, and this share of "
+                   "the clients (0..1) accept one (--service zookeeper)")
+    p.add_argument("--read-only-after-ms", type=int, default=2000, metavar="MS",
+                   help="how long a replica looks for a leader before it serves read-only sessions "
+                   "(default 2000, ZooKeeper's grace period)")
     p.add_argument("--export-scenario", type=Path, metavar="FILE",
                    help="run --seed only and write its faults and writes as a scenario for a real ensemble "
                    "(`zabray scenario run FILE`); what cannot be carried over is listed in its notes")
@@ -106,7 +112,10 @@ def run(args: argparse.Namespace) -> int:
         return _export(args, opts)
     zk = None
     if args.service == "zookeeper":
-        zk = ZkSimOptions(clients=args.clients, eager=args.eager_clients)
+        if not 0.0 <= args.read_only_clients <= 1.0 or args.read_only_after_ms < 0:
+            raise ConfigError("--read-only-clients must be between 0 and 1, --read-only-after-ms at least 0")
+        zk = ZkSimOptions(clients=args.clients, eager=args.eager_clients, read_only=args.read_only_clients > 0,
+                          read_only_clients=args.read_only_clients, read_only_after_ms=args.read_only_after_ms)
     trace_dir = str(args.trace_dir) if args.trace_dir else None
     if trace_dir is not None:
         try:
@@ -188,6 +197,9 @@ def _print(s: dict[str, Any], results: list[SimResult], args: argparse.Namespace
         rows.append(("client calls", f"{c.get('calls', 0):,} ({c.get('ok', 0):,} ok), sessions {c.get('sessions', 0):,}, "
                      f"moves {c.get('moves', 0):,}, watches fired {c.get('watches', 0):,}, "
                      f"expired {c.get('expired', 0):,}, clients vanished {c.get('vanished', 0):,}"))
+        if args.read_only_clients:
+            rows.append(("read-only", f"{c.get('read_only', 0):,} connections, {c.get('read_only_reads', 0):,} reads "
+                         f"served, {c.get('not_read_only', 0):,} writes refused NOT_READONLY"))
     for k, v in rows:
         print(f"  {k:<20} {v}", file=out)
     if args.crash_points:
@@ -205,6 +217,9 @@ def _print(s: dict[str, Any], results: list[SimResult], args: argparse.Namespace
         service = ""
         if s.get("service") == "zookeeper":
             service = f"--service zookeeper --clients {args.clients} " + ("--eager-clients " if args.eager_clients else "")
+            if args.read_only_clients:
+                service += (f"--read-only-clients {args.read_only_clients} "
+                            f"--read-only-after-ms {args.read_only_after_ms} ")
         print(f"  replay: zabray sim {service}--replicas {s['voters']} --observers {s['observers']} "
               f"--faults {','.join(s['faults_enabled']) or 'none'} --fault-rate {args.fault_rate} "
               f"--steps {args.steps} --seed {v0['seed']} --timeline", file=out)

@@ -68,8 +68,11 @@ class ApacheZooKeeper:
     heap_mb: int = 512
     jvm_flags: tuple[str, ...] = ()
     """Extra ``-D`` system properties, e.g. ``-Dzookeeper.extendedTypesEnabled=true`` for TTL znodes."""
+    config_lines: tuple[str, ...] = ()
+    """Extra zoo.cfg lines, e.g. ``localSessionsEnabled=true``."""
     client_ports: list[int] = field(default_factory=list)
     _procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    _cmds: list[list[str]] = field(default_factory=list)
 
     def start(self, timeout: float = 60.0) -> ApacheZooKeeper:
         if not available():
@@ -95,6 +98,7 @@ class ApacheZooKeeper:
                 f"forceSync={'yes' if self.force_sync else 'no'}",
                 "maxClientCnxns=0",
                 "autopurge.purgeInterval=0",
+                *self.config_lines,
             ]
             if self.servers > 1:
                 (d / "data" / "myid").write_text(f"{sid}\n")
@@ -102,16 +106,31 @@ class ApacheZooKeeper:
                     lines.append(f"server.{j + 1}=127.0.0.1:{quorum[2 * j]}:{quorum[2 * j + 1]}")
             cfg = d / "zoo.cfg"
             cfg.write_text("\n".join(lines) + "\n")
-            out = open(d / "server.log", "wb")  # noqa: SIM115 - owned by the child for its life
-            cmd = [
+            self._cmds.append([
                 "java", f"-Xmx{self.heap_mb}m", "-cp", ":".join(JARS),
                 f"-Dzookeeper.log.dir={d}", "-Dzookeeper.root.logger=WARN,CONSOLE", *self.jvm_flags,
                 MAIN, str(cfg),
-            ]
-            self._procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True))
-            out.close()
+            ])
+            self._procs.append(self._spawn(i))
         self.wait_serving(timeout)
         return self
+
+    def _spawn(self, i: int) -> subprocess.Popen[bytes]:
+        with open(self.root / f"zk{i + 1}" / "server.log", "ab") as out:
+            return subprocess.Popen(self._cmds[i], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop_server(self, i: int) -> None:
+        """Kill server ``i`` (0-based; its data kept), as a crash."""
+        p = self._procs[i]
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+    def start_server(self, i: int) -> None:
+        """Start server ``i`` again from its data (after ``stop_server``); returns at once."""
+        if self._procs[i].poll() is None:
+            return
+        self._procs[i] = self._spawn(i)
 
     def wait_serving(self, timeout: float) -> None:
         """Wait until every server answers ``srvr`` with a mode (leader/follower/standalone)."""
@@ -148,11 +167,10 @@ class ApacheZooKeeper:
         return ",".join(f"127.0.0.1:{p}" for p in self.client_ports)
 
     def stop(self) -> None:
-        for p in self._procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
+        for i in range(len(self._procs)):
+            self.stop_server(i)
         self._procs.clear()
+        self._cmds.clear()
 
     def __enter__(self) -> ApacheZooKeeper:
         return self.start()

@@ -56,6 +56,8 @@ def preflight(replicas: int, observers: int, name: str, config: str | os.PathLik
     cfg = EnsembleConfig.load(config, **overrides)
     secret = ensemble_secret(cfg)
     tls.driver_context(cfg.to_dict())  # the TLS files must load here too, or the driver could not connect
+    if cfg.zk_sasl_jaas_file and Path(cfg.zk_sasl_jaas_file).exists():
+        cfg.sasl_users()  # a mistake in it named now; each replica reads it again on its node
     return cfg, secret
 
 
@@ -87,6 +89,8 @@ class ReplicaStatus:
     node_label: str | None = None
     zk_client: tuple[str, int] | None = None
     """ZooKeeper's client port (``service: zookeeper`` only): what kazoo and zkCli.sh dial."""
+    zk_secure_client: tuple[str, int] | None = None
+    """The TLS ZooKeeper client port (``zk_secure_client_port``), if any."""
 
     @classmethod
     def of(cls, d: dict[str, Any]) -> ReplicaStatus:
@@ -99,6 +103,8 @@ class ReplicaStatus:
             stale=bool(d.get("stale")), client=(str(d["client"][0]), int(d["client"][1])) if d.get("client") else None,
             node_label=d.get("node_label"),
             zk_client=(str(d["zk_client"][0]), int(d["zk_client"][1])) if d.get("zk_client") else None,
+            zk_secure_client=(str(d["zk_secure_client"][0]), int(d["zk_secure_client"][1]))
+            if d.get("zk_secure_client") else None,
         )
 
     @property
@@ -249,12 +255,15 @@ class Ensemble(HoldControl):
         """Per replica: sid, role/state, epoch, last zxid, last delivered zxid, node, pid, alive."""
         return [ReplicaStatus.of(d) for d in self._call("status")]
 
-    def connect_string(self) -> str:
+    def connect_string(self, secure: bool = False) -> str:
         """``host:port,...`` of every replica's ZooKeeper client port, voters and observers, in
-        sid order: what kazoo's ``hosts=`` and zkCli.sh's ``-server`` take. A ``ConfigError``
-        if the ensemble does not run ``service: zookeeper``."""
-        addrs = [r.zk_client for r in sorted(self.status(), key=lambda r: r.sid) if r.zk_client]
+        sid order: what kazoo's ``hosts=`` and zkCli.sh's ``-server`` take; with ``secure`` the
+        TLS ports (``zk_secure_client_port``). A ``ConfigError`` if there are none."""
+        status = sorted(self.status(), key=lambda r: r.sid)
+        addrs = [a for a in ((r.zk_secure_client if secure else r.zk_client) for r in status) if a]
         if not addrs:
+            if secure:
+                raise ConfigError(f"ensemble {self.name!r} has no secure ZooKeeper port: set zk_secure_client_port")
             raise ConfigError(f"ensemble {self.name!r} serves no ZooKeeper clients: start it with service: zookeeper")
         return ",".join(f"{h}:{p}" for h, p in addrs)
 

@@ -46,6 +46,28 @@ def server_context(cfg: EnsembleConfig, *, require_client_cert: bool = True) -> 
     return _load(ctx, cfg.tls_ca, cfg.tls_cert, cfg.tls_key, "replica")
 
 
+def zk_secure_context(cfg: EnsembleConfig) -> ssl.SSLContext | None:
+    """The context of the secure ZooKeeper port (``zk_secure_client_port``; None without one):
+    the ``zk_tls_*`` files (default ``tls_*``), client certificates as ``zk_tls_client_auth``
+    says, as ZooKeeper's secureClientPort with its ssl.clientAuth."""
+    if cfg.zk_secure_client_port < 0:
+        return None
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca, cert, key = cfg.zk_tls_ca or cfg.tls_ca, cfg.zk_tls_cert or cfg.tls_cert, cfg.zk_tls_key or cfg.tls_key
+    ctx.verify_mode = {"need": ssl.CERT_REQUIRED, "want": ssl.CERT_OPTIONAL}.get(cfg.zk_tls_client_auth, ssl.CERT_NONE)
+    for k, path in (("zk_tls_cert", cert), ("zk_tls_key", key), *((("zk_tls_ca", ca),) if ca else ())):
+        if not Path(path).is_file():
+            raise ConfigError(f"config key {k!r}: file {path!r} does not exist on this host")
+    try:
+        if ca:
+            ctx.load_verify_locations(cafile=ca)
+        ctx.load_cert_chain(cert, key)
+    except (ssl.SSLError, OSError) as e:
+        raise ConfigError(f"the secure ZooKeeper port cannot load its TLS files ({ca}, {cert}, {key}): {e}") from None
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    return ctx
+
+
 def client_context(cfg: EnsembleConfig, *, as_client: bool = False) -> ssl.SSLContext | None:
     """The connecting side's context (None without ``tls``): verifies the server against
     ``tls_ca``; presents the replica's certificate, or with ``as_client`` the client's."""

@@ -115,6 +115,7 @@ class Leader(Role):
         self.self_acked: Zxid = ZERO
         self._marks: deque[tuple[int, Zxid]] = deque()  # (token, zxid) of own appends
         self._queue: deque[tuple[int, int, bytes]] = deque()  # requests beyond max_outstanding
+        self.proposal_sizes = (-1, -1, -1)  # last/min/max txn bytes proposed (srvr, mntr; ZooKeeper's BufferStats)
         node.set_state(PeerState.LEADING, node.sid, node.current_epoch)
         for channel, info in backlog:
             self._on_info(channel, info)
@@ -350,6 +351,9 @@ class Leader(Role):
         self.next_counter += 1
         txn = Txn(zxid, n.app.prepare(value, zxid), origin, request_id)
         n.history.append(txn)
+        size = len(txn.value)
+        _, lo, hi = self.proposal_sizes
+        self.proposal_sizes = (size, size if lo < 0 else min(lo, size), max(hi, size))
         token = n.persist(AppendTxns, (txn,))
         self._marks.append((token, zxid))
         if n.tracing:

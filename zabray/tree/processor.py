@@ -102,6 +102,7 @@ class CommittedState(Protocol):
     """What the processor reads from the committed tree."""
 
     max_data_bytes: int
+    sasl_acls: bool
 
     def node_view(self, path: str) -> NodeView | None: ...
 
@@ -330,7 +331,7 @@ class RequestProcessor:
         if path == ROOT and not op.sequential:
             raise NodeExistsError("/ already exists", path=path)
         self._data(op.data, path)
-        acl = acls.fixup_acl(op.acl, auth, path)
+        acl = acls.fixup_acl(op.acl, auth, path, sasl=self._tree.sasl_acls)
         ppath = parent_of(path)
         parent = s.node(ppath)
         if parent is None:
@@ -403,7 +404,7 @@ class RequestProcessor:
 
     def _set_acl(self, op: SetACL, auth: tuple[AuthId, ...], s: _Scratch) -> SetACLTxn:
         path = validate_path(op.path)
-        acl = acls.fixup_acl(op.acl, auth, path)
+        acl = acls.fixup_acl(op.acl, auth, path, sasl=self._tree.sasl_acls)
         node = s.node(path)
         if node is None:
             raise NoNodeError(f"{path} does not exist", path=path)
