@@ -22,7 +22,9 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from actors import checkpoint, homes
 from actors import controller_reconfig as membership
+from actors.hostwatch import HostWatch
 from actors.names import NAMESPACE, WORKER_NICENESS
 from actors.replica_actor import ReplicaActor
 from actors.snapshot_actor import SnapshotActor
@@ -41,7 +43,7 @@ def _replica_env() -> dict[str, Any] | None:
     return None if os.nice(0) <= 0 else {"env_vars": {WORKER_NICENESS: "0"}}
 
 
-class EnsembleController:
+class EnsembleController(HostWatch):
     def __init__(self, name: str, replicas: int, observers: int, config: dict[str, Any], run_dir: str,
                  secret: Any = None) -> None:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -66,8 +68,25 @@ class EnsembleController:
         self.groups: list[list[int]] | None = None
         self.started_at = time.time()
         self._open_faults: dict[tuple[str, str], float] = {}
-        self._last: dict[int, dict[str, Any]] = {}  # each replica's last status read while it ran
         self.node_addr: dict[str, str] = {}
+        self.home: dict[int, str] = {}  # each replica's host (actors.homes): its node id may change
+        self.lost: dict[int, float] = {}
+        self._disk_reads: dict[int, Any] = {}
+        self._lock = asyncio.Lock()  # one launch of a replica at a time (a restart, the host watch)
+        self._watch: asyncio.Task[None] | None = None
+        saved = checkpoint.load(run_dir)
+        if saved is not None and saved.get("started"):  # Ray restarted this controller: adopt the replicas
+            found = checkpoint.adopt(self, saved, lambda n: ray.get_actor(n, namespace=NAMESPACE))
+            log.warning("ensemble %s: controller restarted; replicas %s found running", name, found)
+
+    def _save(self) -> None:
+        checkpoint.save(self.run_dir, checkpoint.state_of(self))
+
+    def _ensure_watch(self) -> None:
+        """The host watch runs in every incarnation of the controller (a restarted one starts it
+        at its first call)."""
+        if self._watch is None and self.cfg.rejoin and self.info:
+            self._watch = asyncio.get_running_loop().create_task(self._watch_hosts())
 
     def _fault(self, kind: str, target: list[int] | str, *, ends: str | None = None) -> None:
         """Record a fault in the run's trace: ``kind`` starts now; ``ends`` closes an open one."""
@@ -95,12 +114,19 @@ class EnsembleController:
     # -- placement and start -------------------------------------------------------------------
 
     async def start(self) -> dict[str, Any]:
-        live = [n for n in ray.nodes() if n["Alive"] and n.get("Resources", {}).get("CPU", 0) >= 0]
-        self.node_addr = {n["NodeID"]: str(n.get("NodeManagerAddress") or "?") for n in live}
-        nodes = sorted(n["NodeID"] for n in live)
-        for i, sid in enumerate(self.members):
-            self.node_of[sid] = nodes[i % len(nodes)]
-        await asyncio.gather(*(self._launch(sid) for sid in self.members))
+        """Place one replica per host, in the order of the hosts (replica 1 on the first), and
+        start them; then watch for replicas lost with their host (``rejoin``)."""
+        nodes = await self._nodes()
+        for sid, node in homes.placement(self.members, nodes).items():
+            self.node_of[sid] = node
+            self.home[sid] = homes.home_of(next(n for n in nodes if n["NodeID"] == node), nodes)
+        try:
+            await asyncio.gather(*(self._launch(sid) for sid in self.members))
+        except BaseException:  # detached replicas outlive the controller: stop those that started
+            for h in self.handles.values():
+                ray.kill(h, no_restart=True)
+            self.handles.clear()
+            raise
         await self._publish_peers()
         if self.cfg.reconfig_enabled:
             await membership.initial_config(self)
@@ -109,6 +135,8 @@ class EnsembleController:
                 self.cfg.snapshot_every)
             self.snapshotter = snap
             await snap.set_replicas.remote(dict(self.handles))
+        self._ensure_watch()
+        self._save()
         return self._describe()
 
     async def _launch(self, sid: int, crash_points: list[tuple[str, int]] | None = None,
@@ -125,6 +153,8 @@ class EnsembleController:
         actor = ray.remote(ReplicaActor).options(
             num_cpus=0,
             max_restarts=0,
+            # Not owned by the controller: a lost controller must not take the replicas with it.
+            lifetime="detached",
             max_concurrency=1000,
             scheduling_strategy=NodeAffinitySchedulingStrategy(self.node_of[sid], soft=False),
             # Unique per incarnation: a crashed actor's name lingers in the GCS for a moment.
@@ -137,9 +167,14 @@ class EnsembleController:
                               min_incarnation=previous + 1, secret=self._secret,
                               crash_points=list(crash_points or ()), holds=list(holds or ()), ports=ports,
                               rejoining=rejoining, servers=membership.servers(self), joining=joining)
-        info = await handle.start.remote()
+        try:
+            info = await handle.start.remote()
+        except BaseException:  # a timeout, a node that went: no half-started replica left behind
+            ray.kill(handle, no_restart=True)
+            raise
         self.handles[sid] = handle
         self.info[sid] = info
+        self._save()
 
     async def _publish_peers(self, only: int | None = None) -> None:
         """Tell every running replica (or ``only`` that one) where its peers listen. A paused
@@ -151,6 +186,7 @@ class EnsembleController:
                                if s not in self.paused and only in (None, s)), return_exceptions=True)
 
     async def describe(self) -> dict[str, Any]:
+        self._ensure_watch()
         return self._describe()
 
     # -- membership (actors.controller_reconfig) --------------------------------------------------
@@ -177,6 +213,7 @@ class EnsembleController:
         return {
             "name": self.name,
             "controller_node": ray.get_runtime_context().get_node_id(),
+            "controller_pid": os.getpid(),
             "voters": self.voters,
             "observers": self.observers,
             "joining": sorted(self.joining),
@@ -184,7 +221,8 @@ class EnsembleController:
             "config": self.cfg.to_dict(),
             "run_dir": self.run_dir,
             "clients": {sid: i["client"] for sid, i in self.info.items()},
-            "replicas": {sid: {**i, "node_id": self.node_of[sid]} for sid, i in self.info.items()},
+            "replicas": {sid: {**i, "node_id": self.node_of[sid], "home": self.home.get(sid)}
+                         for sid, i in self.info.items()},
             # Where each replica keeps its disk (its own absolute path once it ran), for ``inspect``.
             "data_dirs": {sid: self.info.get(sid, {}).get("data_dir") or self.data_dir(sid) for sid in self.members},
         }
@@ -222,33 +260,39 @@ class EnsembleController:
             fh.write(json.dumps(trace.row(trace.Fault(kind, target, start, end), run=self.name, src="faults",
                                           replica=-1, inc=0, t=end or start), separators=(",", ":")) + "\n")
 
-    # What a DOWN or PAUSED replica last reported: shown marked stale, since its disk still holds it.
-    _KEPT = ("current_epoch", "accepted_epoch", "last_zxid", "applied", "leader", "phase")
-
-    def _node_label(self, node_id: str | None) -> str | None:
+    def _node_label(self, sid: int) -> str | None:
+        node_id = self.node_of.get(sid)
         if node_id is None:
             return None
-        return f"{self.node_addr.get(node_id, '?')} ({node_id[:8]})"
+        home = self.home.get(sid, "")
+        where = homes.describe(home).removeprefix("host ") if home.startswith("label:") else None
+        addr = self.node_addr.get(node_id, "?")
+        return f"{where} {addr} ({node_id[:8]})" if where else f"{addr} ({node_id[:8]})"
 
     async def status(self, timeout: float = 2.0) -> list[dict[str, Any]]:
+        self._ensure_watch()
         async def one(sid: int) -> dict[str, Any]:
             info = self.info.get(sid, {})
-            base = {"sid": sid, "node": self.node_of.get(sid), "node_label": self._node_label(self.node_of.get(sid)),
-                    "client": info.get("client"), "zk_client": info.get("zk_client"),
-                    "zk_secure_client": info.get("zk_secure_client"), "pid": info.get("pid"), "incarnation": info.get("incarnation"),
-                    "paused": sid in self.paused, "observer": sid in self.observers}
-            last = {k: self._last[sid][k] for k in self._KEPT if k in self._last.get(sid, {})}
-            stale = {**last, "stale": True} if last else {"stale": True}
+            base = {"sid": sid, "node": self.node_of.get(sid), "node_label": self._node_label(sid),
+                    "home": self.home.get(sid), "client": info.get("client"), "zk_client": info.get("zk_client"),
+                    "zk_secure_client": info.get("zk_secure_client"),
+                    "pid": info.get("pid"), "incarnation": info.get("incarnation"),
+                    "paused": sid in self.paused, "observer": sid in self.observers, "lost": sid in self.lost}
+            # A replica that does not answer is shown with what its disk holds, read on its host
+            # (as `zabray inspect` reads it), or with nothing: never with what it said before.
             h = self.handles.get(sid)
             if h is None:
-                return {**base, **stale, "alive": False, "state": "DOWN"}
+                return {**base, **await self._disk_status(sid, timeout), "stale": True, "alive": False,
+                        "state": "DOWN"}
             if sid in self.paused:
-                return {**base, **stale, "alive": True, "state": "PAUSED"}
+                return {**base, **await self._disk_status(sid, timeout), "stale": True, "alive": True,
+                        "state": "PAUSED"}
             try:
                 st = await asyncio.wait_for(h.status.remote(), timeout)
-            except Exception as e:  # dead actor, timeout
-                return {**base, **stale, "alive": False, "state": "DOWN", "error": type(e).__name__}
-            self._last[sid] = st
+            except Exception as e:  # dead actor, timeout (its host cut off)
+                return {**base, "current_epoch": None, "accepted_epoch": None, "last_zxid": None, "applied": None,
+                        "disk": "unknown: the replica does not answer", "stale": True, "alive": False,
+                        "state": "DOWN", "error": type(e).__name__}
             return {**base, **st, "node": self.node_of.get(sid), "stale": False}
 
         sids = sorted({*self.members, *self.retiring})
@@ -288,8 +332,9 @@ class EnsembleController:
         if h is None:
             raise NotRunningError(f"replica {sid} is not running")
         if sid in self.paused:  # a stopped process cannot act on Ray's kill
-            self._signal(sid, signal.SIGCONT)
+            await self._signal(sid, signal.SIGCONT)
             self.paused.discard(sid)
+        self._disk_reads.pop(sid, None)
         pid = int(self.info.get(sid, {}).get("pid") or 0)
         local = bool(pid) and self.node_of[sid] == ray.get_runtime_context().get_node_id()
         ray.kill(h, no_restart=True)
@@ -299,6 +344,8 @@ class EnsembleController:
                 log.warning("replica %d: not confirmed dead 10 s after kill", sid)
                 break
             await asyncio.sleep(0.005)
+        self._read_disk_soon(sid)
+        self._save()
         self._fault("kill", [sid])
 
     async def _alive(self, sid: int) -> bool:
@@ -321,24 +368,37 @@ class EnsembleController:
     async def restart(self, sid: int, fresh: bool = False,
                       crash_points: list[tuple[str, int]] | None = None,
                       holds: list[tuple[int, Any]] | None = None) -> dict[str, Any]:
-        """Recover ``sid`` from its disk on the node that holds it; ``fresh`` wipes it and lets
-        the leader resync it (also the way out when that node is gone). A replica that died on
-        its own (a crash point, a failed fsync) is restarted the same way. ``crash_points``
-        (``(point, nth)`` pairs) and message ``holds`` (``(id, HoldPattern)``, from the fault
-        injector) are armed in the new process before it opens anything."""
+        """Recover ``sid`` from its disk on its host (whichever Ray node runs there now); ``fresh``
+        wipes it and lets the leader resync it (also the way out when the host is gone: then on
+        another host). A replica that died on its own (a crash point, a failed fsync) is
+        restarted the same way. ``crash_points`` (``(point, nth)`` pairs) and message ``holds``
+        (``(id, HoldPattern)``, from the fault injector) are armed in the new process before it
+        opens anything."""
         self._check(sid)
         points = [(c.point, c.nth) for c in check_crash_points(crash_points)]
+        async with self._lock:
+            return await self._restart(sid, fresh, points, holds)
+
+    async def _restart(self, sid: int, fresh: bool, points: list[tuple[str, int]],
+                       holds: list[tuple[int, Any]] | None) -> dict[str, Any]:
         if await self._alive(sid):
             raise ConfigError(f"replica {sid} is running; kill it before restarting it")
-        alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
-        if self.node_of[sid] not in alive:
+        nodes = await self._nodes()
+        node = homes.node_for(self.home[sid], nodes)
+        if node is None:
             if not fresh:
                 raise NotRunningError(
-                    f"node {self.node_of[sid][:12]} that holds replica {sid}'s data is gone; "
-                    f"restart it with fresh=True to rebuild it from the leader")
-            self.node_of[sid] = sorted(alive)[sid % len(alive)]
+                    f"{homes.describe(self.home[sid])}, which holds replica {sid}'s data, has no live Ray node; "
+                    f"restart it with fresh=True to rebuild it from the leader on another host")
+            node = homes.rebuild_target(sid, self.home, nodes)
+            if node is None:
+                raise NotRunningError("no live Ray node to rebuild replica {sid} on")
+            self.home[sid] = homes.home_of(next(n for n in nodes if n["NodeID"] == node), nodes)
+        self.node_of[sid] = node
+        self.lost.pop(sid, None)
+        self._disk_reads.pop(sid, None)
         if fresh:
-            shutil.rmtree(self.data_dir(sid), ignore_errors=True)
+            await self._wipe_on(sid, node)
         for point, nth in points:  # recorded first: the replica may die at one before _launch returns
             self._fault("arm-crash-point", f"{sid}:{point}#{nth}")
         # A wiped voter must not count until a leader has synced it, or it could help elect a
@@ -354,27 +414,27 @@ class EnsembleController:
         self._fault("restart-fresh" if fresh else "restart", [sid])
         return self.info[sid]
 
-    def _signal(self, sid: int, sig: int) -> None:
-        pid = self.info[sid]["pid"]
-        if self.node_of[sid] != ray.get_runtime_context().get_node_id():
-            raise NotRunningError(f"replica {sid} runs on another node; pause/resume need the controller's node")
-        os.kill(pid, sig)
 
     async def pause(self, sid: int) -> None:
         """Freeze the replica's process (SIGSTOP): its sockets stay open, it answers nothing."""
         self._check(sid)
         if sid not in self.handles:
             raise NotRunningError(f"replica {sid} is not running")
-        self._signal(sid, signal.SIGSTOP)
+        await self._signal(sid, signal.SIGSTOP)
         self.paused.add(sid)
+        self._disk_reads.pop(sid, None)
+        self._read_disk_soon(sid)
+        self._save()
         self._fault("pause", [sid])
 
     async def resume(self, sid: int) -> None:
         self._check(sid)
         if sid not in self.paused:
             raise NotRunningError(f"replica {sid} is not paused")
-        self._signal(sid, signal.SIGCONT)
+        await self._signal(sid, signal.SIGCONT)
         self.paused.discard(sid)
+        self._disk_reads.pop(sid, None)
+        self._save()
         # What changed while it was stopped: peers restarted, partitions made or healed.
         await self._publish_peers(only=sid)
         h = self.handles.get(sid)
@@ -398,6 +458,7 @@ class EnsembleController:
                               f"appear in more than one group")
         rest = [s for s in self.members if s not in flat]
         self.groups = [list(g) for g in groups] + ([rest] if rest else [])
+        self._save()
         await self._apply_partition()
         self._fault("partition", " | ".join(",".join(map(str, g)) for g in self.groups))
 
@@ -416,30 +477,39 @@ class EnsembleController:
         if self.groups is not None:
             self._fault("", " | ".join(",".join(map(str, g)) for g in self.groups), ends="partition")
         self.groups = None
+        self._save()
         calls = [h.unblock.remote(self.members) for s, h in self.handles.items() if s not in self.paused]
         await asyncio.gather(*calls, return_exceptions=True)
 
     async def stop(self, wipe: bool = False) -> list[str]:
         """Stop every replica (and the snapshot actor). ``wipe`` then deletes every replica's data
         directory, on whichever node holds it; returns the directories deleted."""
+        if self._watch is not None:  # nothing comes back from now on
+            self._watch.cancel()
+            self._watch = None
+        self.lost.clear()
         for sid in list(self.paused):
-            self._signal(sid, signal.SIGCONT)
+            try:
+                await self._signal(sid, signal.SIGCONT)
+            except NotRunningError:  # its host is gone: Ray's kill below is all there is to do
+                pass
         self.paused.clear()
         calls = [asyncio.wait_for(h.stop.remote(), 5) for h in self.handles.values()]
         await asyncio.gather(*calls, return_exceptions=True)
         for h in self.handles.values():
             ray.kill(h, no_restart=True)
         self.handles.clear()
+        self._save()
         if self.snapshotter is not None:
             ray.kill(self.snapshotter, no_restart=True)
             self.snapshotter = None
         if not wipe:
             return []
-        alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+        nodes = await self._nodes()
         wipes = []
         for sid in [*self.members, *sorted(self.departed)]:
-            node = self.node_of.get(sid)
-            if node is not None and node in alive:  # a gone node took its disk with it
+            node = homes.node_for(self.home[sid], nodes) if sid in self.home else None
+            if node is not None:  # a host without a live node keeps its disk
                 wipes.append(_wipe.options(
                     num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
                 ).remote(self.data_dir(sid), str(Path(self.cfg.data_dir) / self.name)))

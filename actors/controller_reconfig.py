@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
+from actors import homes
 from zabray.errors import ConfigError, NoQuorumError, NotRunningError, ReconfigError, RequestTimeoutError
 from zabray.protocol.membership import OBSERVER, PARTICIPANT, ConfigChange, Membership
 
@@ -62,6 +63,7 @@ def _adopt(ctl: EnsembleController, text: str) -> Membership:
     ctl.joining -= config.sids
     ctl.members = ctl.voters + ctl.observers + sorted(ctl.joining)
     ctl.config_version = config.version
+    ctl._save()  # a controller Ray restarts adopts this membership, not the one it started with
     return config
 
 # -- asking the ensemble --------------------------------------------------------------------
@@ -162,6 +164,7 @@ async def _retire(ctl: EnsembleController, gone: list[int], config: Membership, 
         ctl.departed.add(sid)
         ctl.retiring.discard(sid)
         ctl._fault("removed", [sid])
+    ctl._save()
 
 # -- adding replicas --------------------------------------------------------------------------
 
@@ -187,6 +190,8 @@ async def _start_joiner(ctl: EnsembleController, sid: int, node: str | None) -> 
         ctl.node_of[sid] = match[0]
     else:
         ctl.node_of[sid] = _place(ctl)
+    nodes = await ctl._nodes()
+    ctl.home[sid] = homes.home_of(next(n for n in nodes if n["NodeID"] == ctl.node_of[sid]), nodes)
     ctl.joining.add(sid)
     ctl.members = ctl.voters + ctl.observers + sorted(ctl.joining)
     await ctl._launch(sid, joining=True)

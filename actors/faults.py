@@ -19,6 +19,7 @@ import ray
 
 from actors.names import NAMESPACE, controller_name
 from zabray.errors import ConfigError, NotRunningError
+from zabray.lab import Lab
 from zabray.replay import schedule as sched
 from zabray.replay.crashpoints import crash_points
 from zabray.replay.holds import HeldMessage, HoldPattern
@@ -47,6 +48,7 @@ class FaultInjector:
         self.holds: dict[int, HoldPattern] = {}
         self._next_hold = 1
         self._on_resume: dict[int, list[tuple[str, tuple[Any, ...]]]] = {}  # calls a pause deferred
+        self._lab: str | None = None  # the lab whose hosts a schedule's host faults act on
 
     async def _membership(self) -> None:
         if not self.members:
@@ -315,6 +317,7 @@ class FaultInjector:
         if self.running:
             raise ConfigError("a schedule is already running")
         plan = sched.parse(data, seed)
+        self._lab = plan.lab
         await self._membership()
         self.progress_log, self.total, self.error, self.running = [], len(plan.steps), None, True
         self._task = asyncio.get_running_loop().create_task(self._run(plan))
@@ -331,6 +334,11 @@ class FaultInjector:
                 await asyncio.sleep(max(0.0, t0 + step.at - time.monotonic()))
                 rng = random.Random(plan.seed * 1_000_003 + i)
                 leader = await self._leader()
+                deadline = time.monotonic() + 15
+                while leader is None and step.target in ("leader", "follower", "minority") \
+                        and time.monotonic() < deadline:  # mid-election: the role names nobody yet
+                    await asyncio.sleep(0.05)
+                    leader = await self._leader()
                 sids = sched.resolve(step.target, self.members, leader, self.voters, rng)
                 started = time.time()
                 await self._apply(step, sids)
@@ -346,14 +354,17 @@ class FaultInjector:
             self.running = False
 
     async def _apply(self, step: sched.Step, sids: list[int]) -> None:
+        """Apply one step's fault. One that cannot be applied (its replica's node cannot be
+        reached, the replica is not running) stops the run with that error: a fault the trace
+        and the figures would leave out must never pass for one that happened."""
         rest = [s for s in self.members if s not in sids]
         f = step.fault
         if f in ("kill", "wipe"):
             for s in sids:
-                await self._try(self.kill(s))
+                await self.kill(s)
         elif f == "pause":
             for s in sids:
-                await self._try(self.pause(s))
+                await self.pause(s)
         elif f == "partition":
             await self.partition([sids, rest])
         elif f == "oneway":
@@ -364,10 +375,35 @@ class FaultInjector:
             await self.cut(sids, rest)
         elif f == "crash-point":
             for s in sids:
-                await self._try(self.arm(s, step.point or "", step.nth))
+                await self.arm(s, step.point or "", step.nth)
         elif f in ("fsync-fail", "slow-fsync", "lose-unsynced"):
             for s in sids:
-                await self._try(self.disk(s, f, step.delay_ms))
+                await self.disk(s, f, step.delay_ms)
+        elif f in sched.HOST_FAULTS:
+            for s in sids:
+                await self._host_fault(f, s, undo=False)
+
+    async def _host_fault(self, fault: str, sid: int, undo: bool) -> None:
+        """Cut off or crash replica ``sid``'s host (a lab host), or undo it. A host that is not a
+        host of the schedule's lab, or no lab, is an error that stops the run."""
+        if self._lab is None:
+            raise ConfigError("host faults need the schedule's `lab`")
+        lab = await asyncio.to_thread(Lab.find, self._lab)
+        info = await self.controller.describe.remote()
+        ip = str(info["clients"][sid][0])
+        host = lab.spec.host_of_ip(ip)
+        if host is None:
+            raise NotRunningError(f"replica {sid} listens on {ip}, not on a host of lab {self._lab!r}")
+        if fault == "host-cut":
+            await asyncio.to_thread(lab.reconnect if undo else lab.cut, host)
+        elif undo:
+            await asyncio.to_thread(lab.revive, host)
+        else:
+            await asyncio.to_thread(lab.crash, host)
+        if undo:
+            await self._end(("host", sid))
+        else:
+            await self._begin(("host", sid), fault, f"{sid} (host {host})")
 
     async def _undo(self, step: sched.Step, sids: list[int]) -> None:
         f = step.fault
@@ -379,6 +415,9 @@ class FaultInjector:
         elif f == "slow-fsync":
             for s in sids:
                 await self._try(self.disk(s, "clear"))
+        elif f in sched.HOST_FAULTS:  # the replica comes back by itself once its host does
+            for s in sids:
+                await self._host_fault(f, s, undo=True)
         elif f in ("kill", "crash-point", "fsync-fail", "lose-unsynced", "wipe"):
             for s in sids:
                 h = await self._handle(s, "skip")

@@ -9,19 +9,23 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 INTERVAL = 0.02
 """Seconds between two looks: short against any timeout, long enough not to spin a core."""
 
 
-def wait_until(cond: Callable[[], object], timeout: float = 30, what: str = "condition",
-               interval: float = INTERVAL) -> None:
-    """Return once ``cond()`` is true; ``AssertionError`` naming ``what`` after ``timeout`` s."""
+def wait_until(cond: Callable[[], T], timeout: float = 30, what: str = "condition",
+               interval: float = INTERVAL) -> T:
+    """Return ``cond()``'s first true value; ``AssertionError`` naming ``what`` after ``timeout`` s."""
     deadline = time.monotonic() + timeout
-    while not cond():
+    while not (got := cond()):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(interval)
+    return got
 
 
 async def until(cond: Callable[[], object], timeout: float = 30, what: str = "condition",

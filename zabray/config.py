@@ -114,6 +114,17 @@ class EnsembleConfig:
     """"broadcast": opaque values (a ValueLog); "zookeeper": the data tree, sessions and watches."""
     snapshot_actor: bool = False
     """True: a snapshot actor asks replicas for snapshots instead of each replica self-triggering."""
+    rejoin: bool = True
+    """A replica that went down with its host's Ray node (the host cut off until Ray declared it
+    dead, or crashed) is started again from its disk, by the controller, as soon as its host has a
+    live Ray node again (a new node id, same host: ``actors.homes``)."""
+    host_check_ms: int = 1000
+    """How often the controller looks for replicas lost with their host, and for hosts back."""
+    rebuild_after_s: int = 0
+    """0 (the default): a lost replica waits for its own host, however long. N: once its host has
+    had no live Ray node for N s, rebuild the replica fresh on another host (the leader syncs it;
+    it counts in no quorum until then). Only for hosts that will not come back: the old host's disk
+    is left as it was, and the replica no longer goes home."""
     auth: bool = True
     """Replicas and broadcast clients prove they hold the ensemble secret on every connection.
     False only to measure what that costs on a machine nobody else can reach."""
@@ -189,7 +200,7 @@ class EnsembleConfig:
         out: list[str] = []
         positive = ["tick_ms", "init_limit", "sync_limit", "ping_interval", "finalize_wait", "election_resend",
                     "election_resend_max", "max_outstanding", "zk_max_outstanding", "diff_chunk", "snapshot_every",
-                    "keep_snapshots"]
+                    "keep_snapshots", "host_check_ms"]
         for name in positive:
             if getattr(self, name) < 1:
                 out.append(f"config key {name!r} must be at least 1, got {getattr(self, name)}")
@@ -197,6 +208,8 @@ class EnsembleConfig:
             v = getattr(self, name)
             if not 0 <= v <= 65000:
                 out.append(f"config key {name!r} must be 0 (pick free ports) or a base port below 65000")
+        if self.rebuild_after_s < 0:
+            out.append("config key 'rebuild_after_s' must be >= 0 (0: never rebuild a lost replica elsewhere)")
         if not -1 <= self.zk_secure_client_port <= 65000:
             out.append("config key 'zk_secure_client_port' must be -1 (none), 0 (pick free ports) or a base port "
                        "below 65000")

@@ -10,8 +10,8 @@ import pytest
 
 from zabray.protocol import actions as a
 from zabray.protocol.events import ChannelId
-from zabray.protocol.membership import Membership
 from zabray.protocol.executor import StopStep, carry_out, execute
+from zabray.protocol.membership import Membership
 from zabray.protocol.messages import Ack, Notification, Txn
 from zabray.protocol.statemachine import ValueLog
 from zabray.protocol.zxid import Zxid

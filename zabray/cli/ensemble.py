@@ -108,9 +108,10 @@ def status(args: argparse.Namespace) -> int:
           f"{'inc':>3} {'pid':>7}  {'client':<21} {'zookeeper':<21} node")
     for r in rows:
         mark = "~" if r.stale else ""
-        epoch = f"{r.epoch}{mark}" if r.raw.get("current_epoch") is not None else "-"
-        last = f"{r.last_zxid}{mark}" if r.raw.get("last_zxid") is not None else "-"
-        applied = f"{r.applied}{mark}" if r.raw.get("applied") is not None else "-"
+        blank = "?" if r.stale else "-"  # a replica that does not answer: its disk, or unknown
+        epoch = f"{r.epoch}{mark}" if r.raw.get("current_epoch") is not None else blank
+        last = f"{r.last_zxid}{mark}" if r.raw.get("last_zxid") is not None else blank
+        applied = f"{r.applied}{mark}" if r.raw.get("applied") is not None else blank
         client = f"{r.client[0]}:{r.client[1]}" if r.client else "-"
         zk = f"{r.zk_client[0]}:{r.zk_client[1]}" if r.zk_client else "-"
         print(f"{r.sid:>3} {r.state + ('*' if r.observer else ''):<10} {r.phase or '-':<16} {epoch:>6} "
@@ -126,8 +127,15 @@ def status(args: argparse.Namespace) -> int:
         observers = ",".join(map(str, top.raw.get("observers") or [])) or "-"
         print(f"configuration version {version:x}: voters {voters}; observers {observers}"
               + ("" if version else " (the static one: no reconfiguration committed)"))
-    if any(r.stale for r in rows):
-        print("~ stale: what the replica last reported before it went down or was paused (its disk holds it)")
+    if any(r.stale and r.raw.get("last_zxid") is not None for r in rows):
+        print("~ read from the disk of a replica that is down or paused, as `zabray inspect` reads it "
+              "(delivered: what it knows committed)")
+    for r in rows:
+        if r.stale and r.raw.get("last_zxid") is None:
+            print(f"? replica {r.sid}: {str(r.raw.get('disk') or 'unknown').removeprefix('unknown: ')}")
+    lost = [r.sid for r in rows if r.raw.get("lost")]
+    if lost:
+        print(f"lost with their host, back when it is: replica(s) {', '.join(map(str, lost))}")
     return 0 if any(r.established_leader for r in rows) else 1
 
 

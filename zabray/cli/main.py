@@ -10,11 +10,23 @@ import logging
 import os
 import sys
 
-from zabray.cli import check, ensemble, experiment, faults, inspect, reconfig, scenario, security, sim, zk
+from zabray.cli import (
+    check,
+    ensemble,
+    experiment,
+    faults,
+    inspect,
+    lab,
+    reconfig,
+    scenario,
+    security,
+    sim,
+    zk,
+)
 from zabray.errors import ConfigError
 
 # Each adds its subcommands through ``register(subparsers)``, in the order ``--help`` lists them.
-_COMMAND_MODULES = (ensemble, reconfig, zk, faults, inspect, scenario, sim, check, experiment, security)
+_COMMAND_MODULES = (ensemble, reconfig, zk, faults, inspect, scenario, sim, check, experiment, security, lab)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -179,6 +179,9 @@ class Ensemble(HoldControl):
                               "set run_dir to a writable directory") from None
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+        from actors.checkpoint import FILE
+
+        (run / FILE).unlink(missing_ok=True)  # a new ensemble: nothing for its controller to adopt
         # The controller lives on the driver's node (the head, usually), not on a worker node
         # that a user may take away to exercise recovery.
         here = ray.get_runtime_context().get_node_id()
@@ -189,7 +192,10 @@ class Ensemble(HoldControl):
 
             controller: Any = ray.remote(EnsembleController).options(
                 name=controller_name(name), namespace=NAMESPACE, lifetime="detached", num_cpus=0,
-                max_concurrency=100, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
+                # Ray starts a controller whose process died again, on its node; it finds its
+                # replicas (detached, serving all the while) by name (actors.checkpoint).
+                max_restarts=-1, max_concurrency=100,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
             ).remote(name, replicas, observers, cfg.to_dict(), str(run.resolve()), secret)
         except ValueError:  # ActorAlreadyExistsError
             raise taken from None
@@ -591,10 +597,14 @@ class Ensemble(HoldControl):
 
         self._check_replica(sid)
         self.info = self._call("describe")
+        from actors import homes
+
         path = str(self.info["data_dirs"][sid])
-        node = str(self.info["replicas"][sid]["node_id"])
-        if node not in {n["NodeID"] for n in ray.nodes() if n["Alive"]}:
-            raise NotRunningError(f"node {node[:12]} that holds replica {sid}'s disk is gone")
+        home = self.info["replicas"][sid].get("home") or f"node:{self.info['replicas'][sid]['node_id']}"
+        found = homes.node_for(home, ray.nodes())  # its host, whichever Ray node runs there now
+        if found is None:
+            raise NotRunningError(f"{homes.describe(home)}, which holds replica {sid}'s disk, has no live Ray node")
+        node = found
         for attempt in range(3):
             try:
                 if node == ray.get_runtime_context().get_node_id():

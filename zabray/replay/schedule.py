@@ -45,7 +45,12 @@ FAULT_KINDS = {
     "lose-unsynced": "a power cut: the target dies losing everything not yet fsynced; restarted after `hold`",
     "wipe": "the target dies and its disk is emptied; after `hold` it restarts fresh, counting in no quorum "
             "until a leader has rebuilt it (one replica: target leader, follower or random)",
+    "host-cut": "the target's host cut off from the network (a lab's nemesis: the schedule's `lab`); "
+                "reconnected after `hold`",
+    "host-crash": "the target's host crashed, every process in it (a lab's nemesis: the schedule's `lab`); "
+                  "revived with its disk after `hold`",
 }
+HOST_FAULTS = ("host-cut", "host-crash")
 WORKLOAD_KEYS = ("in_flight", "size", "sessions", "keys")
 """The write load beside the faults (``zabray faults run``): writes in flight, value bytes, and,
 with ``--histories``, the register workload's sessions and keys."""
@@ -77,6 +82,8 @@ class Schedule:
     steps: tuple[Step, ...]
     final: str = "heal-and-restart-all"
     workload: dict[str, Any] = field(default_factory=dict)
+    lab: str | None = None
+    """The lab (``zabray lab``) whose hosts the host faults act on."""
 
     @property
     def duration(self) -> float:
@@ -131,7 +138,7 @@ def parse(data: dict[str, Any], seed: int | None = None) -> Schedule:
     """Validate a schedule mapping and expand it into its plan (``seed`` overrides the file's)."""
     if not isinstance(data, dict):
         raise ConfigError("a schedule is a mapping with `script` and/or `random`")
-    unknown = set(data) - {"seed", "script", "random", "final", "workload", "name", "description"}
+    unknown = set(data) - {"seed", "script", "random", "final", "workload", "name", "description", "lab"}
     if unknown:
         raise ConfigError(f"schedule: unknown key {sorted(unknown)[0]!r}")
     seed = int(seed if seed is not None else data.get("seed", 0))
@@ -199,7 +206,12 @@ def parse(data: dict[str, Any], seed: int | None = None) -> Schedule:
         raise ConfigError(f"schedule key 'workload' takes {', '.join(WORKLOAD_KEYS)}, got {workload!r}")
     for k in workload:
         _num(workload, k, 1, "workload", integer=True, least=1)
-    return Schedule(seed=seed, steps=tuple(steps), final=final, workload=dict(workload))
+    lab = data.get("lab")
+    if lab is not None and not isinstance(lab, str):
+        raise ConfigError(f"schedule key 'lab' names a lab (`zabray lab up --name`), got {lab!r}")
+    if lab is None and any(s.fault in HOST_FAULTS for s in steps):
+        raise ConfigError(f"schedule: {', '.join(HOST_FAULTS)} act on a lab's hosts: name it with `lab: NAME`")
+    return Schedule(seed=seed, steps=tuple(steps), final=final, workload=dict(workload), lab=lab)
 
 
 def load(path: str | Path, seed: int | None = None) -> Schedule:
