@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ensemble.conftest import ray_local  # noqa: F401  (the suite's shared local Ray)
+from tests.driver.conftest import ray_local  # noqa: F401  (the suite's shared local Ray)
 from zabray.cli.main import main
 from zabray.driver.ensemble import Ensemble
 from zabray.experiments.runner import load_results

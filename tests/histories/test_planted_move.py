@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ensemble.conftest import wait_until
+from tests.driver.conftest import wait_until
 from tests.histories.test_real_runs import ray_cluster, start_zk
 from zabray.client.histories import HistoryRecorder
 from zabray.client.session import ConnectionLossError, Session

@@ -1,7 +1,7 @@
 """A deliberately broken learner is caught by the ZOOKEEPER-4394 scenario: with the planted bug
 ``sync_drop`` (``histories.planted``, injected through this module's own Ray cluster) a follower
 forgets the PROPOSALs it receives between NEWLEADER and UPTODATE, so it delivers around a
-committed txn. The same scenario passes without the plant (tests/ensemble/test_scenarios.py)."""
+committed txn. The same scenario passes without the plant (tests/driver/test_scenarios.py)."""
 
 from __future__ import annotations
 

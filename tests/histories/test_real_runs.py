@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.ensemble.conftest import wait_until
+from tests.driver.conftest import wait_until
 from tests.histories import planted
 from zabray.driver.ensemble import Ensemble
 from zabray.driver.register_workload import RegisterWorkload

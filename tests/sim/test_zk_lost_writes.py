@@ -6,7 +6,7 @@ history). The session is told CONNECTION_LOSS, and then, like every ZooKeeper re
 create, looks for its node. That read must show the create's final fate: answered by a replica
 that already left broadcast, it missed the node that appears later, the lock recipe created a
 second one, and waited forever behind the first, its own (the stall in
-tests/zk/test_recipes.py). The service must drop the session as soon as its core leaves
+tests/client/test_recipes.py). The service must drop the session as soon as its core leaves
 broadcast, so the session asks again where the fate is decided.
 """
 

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from tests.core.test_zk_service_core import Harness
+from tests.zk.test_zk_service_core import Harness
 from zabray.errors import CodecError
 from zabray.tree import digest_id
 from zabray.wire import four_letter
@@ -217,7 +217,7 @@ def test_four_letter_words_are_answered_only_from_the_allow_list() -> None:
 def test_sasl_tokens_travel_in_opcode_102_and_are_answered_with_zxid_0() -> None:
     from puresasl.client import SASLClient
 
-    from tests.core.test_zk_sasl import _harness
+    from tests.zk.test_zk_sasl import _harness
 
     h = _harness()
     c = Client(h)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ensemble.conftest import ray_local  # noqa: F401  (module-scoped local Ray, for zabray servers)
+from tests.driver.conftest import ray_local  # noqa: F401  (module-scoped local Ray, for zabray servers)
 from zabray.driver import apache_zk
 
 ORACLE_FLAGS = (

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from tests.ensemble.conftest import wait_until
+from tests.driver.conftest import wait_until
 from zabray.driver.ensemble import Ensemble
 from zabray.wire import zkproto as zp
 

@@ -16,7 +16,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NotReadOnlyCallError
 
-from tests.ensemble.conftest import wait_until
+from tests.driver.conftest import wait_until
 from tests.zkcompat.clients import CLASSPATH
 from tests.zkcompat.differential import read_only_scenario
 from zabray.driver import apache_zk

@@ -3,7 +3,7 @@
 ``zk``: one 3-replica ensemble per module for the non-destructive tests (containers swept every
 100 ms, sessions may be as short as 1 s). ``kazoo``: a factory of started kazoo clients on an
 ensemble, each stopped and closed at teardown. ``start``: a test's own ensemble for destructive
-tests (see tests/zk/conftest.py).
+tests (see tests/client/conftest.py).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from tests.ensemble.conftest import ray_local, wait_until  # noqa: F401  (shared fixtures and helpers)
-from tests.zk.conftest import start  # noqa: F401
+from tests.driver.conftest import ray_local, wait_until  # noqa: F401  (shared fixtures and helpers)
+from tests.client.conftest import start  # noqa: F401
 from zabray.driver.ensemble import Ensemble
 
 pytestmark = pytest.mark.ray

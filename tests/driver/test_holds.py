@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ensemble.conftest import assert_no_loss, converged, wait_until
+from tests.driver.conftest import assert_no_loss, converged, wait_until
 from zabray.driver.ensemble import Ensemble
 from zabray.errors import ConfigError
 from zabray.protocol.zxid import Zxid

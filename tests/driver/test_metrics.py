@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from tests.ensemble.conftest import start, wait_until  # noqa: F401
+from tests.driver.conftest import start, wait_until  # noqa: F401
 
 pytestmark = pytest.mark.ray
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.ensemble.conftest import assert_no_loss, converged, wait_until
+from tests.driver.conftest import assert_no_loss, converged, wait_until
 from zabray.driver.workload import Workload
 from zabray.errors import ConfigError, NoQuorumError, NotRunningError, UncertainOutcomeError
 from zabray.replay import schedule

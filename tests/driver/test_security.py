@@ -17,7 +17,7 @@ import msgpack
 import pytest
 
 from actors.replica import ReplicaServer
-from tests.ensemble.conftest import assert_no_loss, converged, wait_until
+from tests.driver.conftest import assert_no_loss, converged, wait_until
 from zabray.driver.workload import Workload
 from zabray.net.keyfiles import new_secret
 from zabray.protocol.codec import encode

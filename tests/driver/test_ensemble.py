@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.ensemble.conftest import assert_no_loss, converged, wait_until
+from tests.driver.conftest import assert_no_loss, converged, wait_until
 from zabray.driver.workload import Workload
 from zabray.errors import ConfigError
 from zabray.trace import records as trace

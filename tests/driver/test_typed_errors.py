@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tests.ensemble.conftest import ray_local, start  # noqa: F401
+from tests.driver.conftest import ray_local, start  # noqa: F401
 from zabray.errors import ConfigError, NotRunningError, ZabError
 
 pytestmark = pytest.mark.ray

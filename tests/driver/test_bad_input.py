@@ -9,7 +9,7 @@ import zlib
 import msgpack
 import pytest
 
-from tests.ensemble.conftest import assert_no_loss, converged, wait_until
+from tests.driver.conftest import assert_no_loss, converged, wait_until
 from zabray.errors import CodecError
 from zabray.trace import records as trace
 from zabray.wire.framing import DEFAULT_MAX_FRAME, frame

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.core.test_zk_service_core import Harness
+from tests.zk.test_zk_service_core import Harness
 from zabray.tree import (
     BadArgumentsError,
     Create,

@@ -5,7 +5,7 @@ connection the moment it follows or leads again."""
 
 from __future__ import annotations
 
-from tests.core.test_zk_service_core import Harness
+from tests.zk.test_zk_service_core import Harness
 from zabray.tree import DataTree
 from zabray.zk import ZkService
 from zabray.zk import messages as zm

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import msgpack
 
-from tests.core.test_ack_rules import CFG, established_follower, follower_of_1, persists, sent
+from tests.protocol.test_ack_rules import CFG, established_follower, follower_of_1, persists, sent
 from zabray.protocol import actions as a
 from zabray.protocol import messages as m
 from zabray.protocol.durable import DurableState

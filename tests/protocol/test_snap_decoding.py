@@ -8,7 +8,7 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from tests.core.test_ack_rules import CFG, follower_of_1, persists, sent
+from tests.protocol.test_ack_rules import CFG, follower_of_1, persists, sent
 from zabray.errors import CorruptionError
 from zabray.protocol import actions as a
 from zabray.protocol import messages as m
@@ -111,7 +111,7 @@ def test_a_snap_that_does_not_decode_fails_in_the_shell_and_changes_nothing() ->
 def test_a_leader_not_yet_established_pings_learners_it_has_synced() -> None:
     """A learner decoding a large SNAP acknowledges NEWLEADER late; a leader still waiting for
     a quorum of those pings it meanwhile, or it would outlast its sync_limit."""
-    from tests.core.test_snapshot_images import leader_with_a_snapshot
+    from tests.protocol.test_snapshot_images import leader_with_a_snapshot
 
     n = leader_with_a_snapshot()
     ch = ChannelId(2, 1, 0, 0)

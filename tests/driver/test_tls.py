@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.ensemble.conftest import assert_no_loss, converged, wait_until
+from tests.driver.conftest import assert_no_loss, converged, wait_until
 from tests.zkcompat.clients import NETTY, zkcli
 from zabray.net.tls import make_certs
 from zabray.trace import records as trace

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.zk.conftest import followers, wait_until
+from tests.client.conftest import followers, wait_until
 from zabray.client.session import (
     BadVersionError,
     Check,

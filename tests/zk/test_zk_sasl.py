@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from puresasl.client import SASLClient
 
-from tests.core.test_zk_service_core import Harness
+from tests.zk.test_zk_service_core import Harness
 from zabray.tree import DataTree
 from zabray.zk import ZkService
 from zabray.zk import messages as zm

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.ensemble.conftest import start  # noqa: F401
+from tests.driver.conftest import start  # noqa: F401
 from zabray.cli.faults import run_under_load
 from zabray.errors import ConfigError
 

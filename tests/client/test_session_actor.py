@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.zk.conftest import wait_until
+from tests.client.conftest import wait_until
 
 pytestmark = pytest.mark.ray
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.ensemble.conftest import converged, wait_until
+from tests.driver.conftest import converged, wait_until
 from zabray.driver.ensemble import Ensemble
 from zabray.errors import NotRunningError, RequestTimeoutError
 

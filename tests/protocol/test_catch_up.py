@@ -5,7 +5,7 @@ held a real learner 3.2 and 5.8 s in two runs, and its leader dropped it."""
 
 from __future__ import annotations
 
-from tests.core.test_ack_rules import sent
+from tests.protocol.test_ack_rules import sent
 from zabray.protocol import actions as a
 from zabray.protocol import messages as m
 from zabray.protocol.durable import DurableState

@@ -1,4 +1,4 @@
-"""Real Ray, real TCP, real fsync: ``service: zookeeper`` ensembles (see tests/ensemble/conftest.py)."""
+"""Real Ray, real TCP, real fsync: ``service: zookeeper`` ensembles (see tests/driver/conftest.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.ensemble.conftest import ray_local, wait_until  # noqa: F401  (shared fixtures and helpers)
+from tests.driver.conftest import ray_local, wait_until  # noqa: F401  (shared fixtures and helpers)
 from zabray.driver.ensemble import Ensemble
 
 pytestmark = pytest.mark.ray

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.zk.conftest import session_on, wait_until
+from tests.client.conftest import session_on, wait_until
 
 pytestmark = pytest.mark.ray
 

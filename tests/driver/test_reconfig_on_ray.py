@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.ensemble.conftest import assert_no_loss, converged, wait_until
+from tests.driver.conftest import assert_no_loss, converged, wait_until
 from zabray.driver.scenario import spark_check
 from zabray.driver.workload import Workload
 from zabray.errors import ReconfigError

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ensemble.conftest import converged, wait_until
+from tests.driver.conftest import converged, wait_until
 from zabray.driver.ensemble import Ensemble
 from zabray.driver.rayhead import WORKER_NICENESS
 from zabray.errors import NotRunningError

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from tests.zk.conftest import followers, session_on, wait_until
+from tests.client.conftest import followers, session_on, wait_until
 from zabray.client.session import ConnectionLossError, NotReadyError, WatchDispatchError, WatchedEvent
 from zabray.errors import NoQuorumError, UncertainOutcomeError
 
