@@ -44,9 +44,9 @@ class Ops:
 
     def status(self) -> dict[int, dict[str, Any]]:
         r = self.zabray("status", "--name", self.name, "--json", check=None)
-        lines = r.stdout.splitlines()  # Ray may print a raylet's notice before the JSON
+        lines = r.stdout.splitlines()  # Ray may print a raylet's notice before the JSON, or after it
         start = next((i for i, ln in enumerate(lines) if ln.startswith("[")), None)
-        rows = json.loads("\n".join(lines[start:])) if start is not None else []
+        rows = json.JSONDecoder().raw_decode("\n".join(lines[start:]))[0] if start is not None else []
         return {int(x["sid"]): x for x in rows}
 
     def host_of(self, row: dict[str, Any]) -> int:

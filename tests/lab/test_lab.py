@@ -54,7 +54,7 @@ def servers(lab: Lab) -> object:
 
 def test_without_privileges_the_lab_says_what_is_missing_in_one_line_and_exits_2() -> None:
     need_root()
-    r = subprocess.run(["setpriv", "--bounding-set=-net_admin,-sys_admin", sys.executable, "-m", "zabray.cli",
+    r = subprocess.run(["setpriv", "--bounding-set=-net_admin,-sys_admin", sys.executable, "-m", "zabray.cli.main",
                         "lab", "up", "--name", "zpriv"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, r
     assert r.stderr.count("\n") == 1 and "CAP_NET_ADMIN and CAP_SYS_ADMIN" in r.stderr and "Traceback" not in r.stderr
@@ -149,7 +149,7 @@ def test_a_crashed_host_loses_its_processes_and_comes_back_with_its_disk(healed:
 def test_a_lab_left_behind_by_a_killed_up_is_cleaned_by_the_next_up_and_down_leaves_nothing() -> None:
     need_root()
     spec = LabSpec(name="zleft", hosts=1, subnet="10.213.251.0/24")
-    up = subprocess.Popen([sys.executable, "-m", "zabray.cli", "lab", "up", "--name", "zleft", "--hosts", "1",
+    up = subprocess.Popen([sys.executable, "-m", "zabray.cli.main", "lab", "up", "--name", "zleft", "--hosts", "1",
                            "--subnet", spec.subnet], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_until(lambda: labnet.pids_in(spec.netns(1)), 60, "the first lab's host to run something")
