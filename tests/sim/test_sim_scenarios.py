@@ -13,6 +13,7 @@ from zabray.protocol.leader import Leader
 from zabray.protocol.messages import PeerState
 from zabray.protocol.role import Phase
 from zabray.protocol.zxid import Zxid
+from zabray.sim import local_work
 from zabray.sim.simulator import SimOptions, Simulation, run_seed
 
 
@@ -67,8 +68,8 @@ def test_fig4_a_proposal_only_the_crashed_leader_saw_is_skipped_when_it_rejoins(
     sim.submit(leader)
     lost = sim.node(leader).history.last
     while sim.replicas[leader].pending:
-        sim._write(leader)
-    sim._fsync(leader)
+        local_work.write(sim, leader)
+    local_work.fsync(sim, leader)
     assert any(t.zxid == lost for t in sim.replicas[leader].store.log)  # durable on the old leader
     sim.crash(leader, in_flight_arrives=False)
     new = elect(sim)

@@ -15,10 +15,11 @@ import dataclasses
 from typing import Any
 
 from zabray.zk import messages as zm
-from zabray.zk.service import ZkService, _Conn, _Entry
+from zabray.zk.connection import Conn, Entry
+from zabray.zk.service import ZkService
 
 
-def read_before_earlier_write(self: ZkService, st: _Conn) -> None:
+def read_before_earlier_write(self: ZkService, st: Conn) -> None:
     """Runs a read as soon as it arrives, even with an earlier write of its connection unanswered."""
     for e in st.queue:
         if e.read is not None and not e.done:
@@ -26,7 +27,7 @@ def read_before_earlier_write(self: ZkService, st: _Conn) -> None:
     ORIGINAL["_drain"](self, st)
 
 
-def drop_watches_on_move(self: ZkService, st: _Conn, sid: int, watches: zm.Watches, last_zxid: int) -> None:
+def drop_watches_on_move(self: ZkService, st: Conn, sid: int, watches: zm.Watches, last_zxid: int) -> None:
     """Forgets the watches a moving session re-registers."""
     ORIGINAL["_bind"](self, st, sid, zm.Watches(), last_zxid)
 
@@ -36,7 +37,7 @@ def tracker_forgets_old_sessions(self: ZkService) -> dict[int, int]:
     return {}
 
 
-def reply_before_delivery(self: ZkService, e: _Entry, value: bytes) -> int:
+def reply_before_delivery(self: ZkService, e: Entry, value: bytes) -> int:
     """Answers a write as soon as it is handed to the core, guessing its zxid and result."""
     rid: int = ORIGINAL["_submit"](self, e, value)
     if e.st is not None and e.on_ok is None:
@@ -45,26 +46,26 @@ def reply_before_delivery(self: ZkService, e: _Entry, value: bytes) -> int:
     return rid
 
 
-def never_release_held_writes(self: ZkService, st: _Conn) -> None:
+def never_release_held_writes(self: ZkService, st: Conn) -> None:
     """Forgets a write held behind an earlier read of its connection: it is never submitted,
     and everything behind it waits forever."""
 
 
-def take_calls_behind_a_connect(self: ZkService, st: _Conn, xid: int, op: zm.Connect) -> None:
+def take_calls_behind_a_connect(self: ZkService, st: Conn, xid: int, op: zm.Connect) -> None:
     """Takes the calls a client sent right behind its connect at once, before the session is
     there (they are answered SESSION_EXPIRED): zabray before a6f82c3."""
     ORIGINAL["_connect"](self, st, xid, op)
     st.opening = None
 
 
-def read_only_takes_sessions_that_saw_more(self: ZkService, st: _Conn, xid: int, op: zm.Connect) -> None:
+def read_only_takes_sessions_that_saw_more(self: ZkService, st: Conn, xid: int, op: zm.Connect) -> None:
     """A read-only replica takes a session that has seen more than its tree (no BEHIND check)."""
     if self.ro.serving and op.read_only:
         op = dataclasses.replace(op, last_zxid=min(op.last_zxid, self.tree.last_zxid))
     ORIGINAL["_connect"](self, st, xid, op)
 
 
-def read_only_acknowledges_writes(self: ZkService, st: _Conn, xid: int, op: zm.ClientOp) -> None:
+def read_only_acknowledges_writes(self: ZkService, st: Conn, xid: int, op: zm.ClientOp) -> None:
     """A read-only replica answers writes ok though no quorum could have taken them."""
     self._answer_now(st, xid, None, None)
 

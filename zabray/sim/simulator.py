@@ -6,7 +6,8 @@ write or fsync a replica's pending persists, tell a replica its writes are durab
 time, submit a client write, ask for a snapshot, or inject a fault (crash, restart,
 partition, heal, channel break). Because persisting, syncing and hearing about it are three
 separate steps, a crash can fall between any two of them: between receiving a message and
-writing it, between writing and fsyncing, and between fsyncing and acknowledging.
+writing it, between writing and fsyncing, and between fsyncing and acknowledging. That work is
+``zabray.sim.local_work``; how a replica's actions are carried out, ``zabray.sim.effects``.
 
 The checker runs after every step. Same seed, same run: the run depends on nothing but the
 seed and the options (no wall clock, no hash order, no global random).
@@ -20,46 +21,20 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from zabray.protocol.actions import (
-    Close,
-    Committed,
-    DecodeSnapshot,
-    Deliver,
-    EncodeSnapshot,
-    Failed,
-    Notify,
-    Open,
-    PersistAction,
-    Removed,
-    Send,
-    SessionsTouched,
-    Trace,
-    Yield,
-)
-from zabray.protocol.events import (
-    ChannelClosed,
-    Event,
-    Notified,
-    Persisted,
-    Received,
-    Resumed,
-    SnapshotDecoded,
-    SnapshotEncoded,
-    Submit,
-    Tick,
-)
+from zabray.protocol.actions import Committed, Deliver, Failed, SessionsTouched
+from zabray.protocol.events import ChannelClosed, Event, Notified, Received, Submit, Tick
 from zabray.protocol.executor import StopStep, execute
 from zabray.protocol.leader import Leader
 from zabray.protocol.membership import Membership
-from zabray.protocol.messages import Ack, AckEpoch, AckNewLeader, Message, PeerState
+from zabray.protocol.messages import Message, PeerState
 from zabray.protocol.node import Node
 from zabray.protocol.protocol_config import ProtocolConfig
 from zabray.protocol.statemachine import ValueLog
-from zabray.protocol.store import apply_one
 from zabray.protocol.zxid import fmt
-from zabray.sim import random_faults
+from zabray.sim import local_work, random_faults
 from zabray.sim import reconfig as sim_reconfig
 from zabray.sim.checker import Checker
+from zabray.sim.effects import SimEffects
 from zabray.sim.liveness import heal_and_check_liveness
 from zabray.sim.memstore import MemoryStore
 from zabray.sim.network import CLOSE, Network
@@ -212,19 +187,7 @@ class Simulation:
         except StopStep:  # it left the ensemble: nothing more of this step happens
             pass
 
-    # -- what the executor asks of the simulation (``SimEffects``) ---------------------------------
-
-    def _send(self, sid: int, r: SimReplica, a: Send) -> None:
-        msg = a.msg
-        self._check_ack(sid, r, msg)
-        if self.net.send(a.channel, sid, msg):
-            self.stats["messages"] += 1
-            self.stats["sent:" + msg.NAME] += 1
-
-    def _notify(self, sid: int, a: Notify) -> None:
-        to = self.replicas.get(a.to)
-        if to is not None and to.node is not None:  # a down peer refuses the connection
-            self.net.notify(sid, a.to, a.note)
+    # -- what the executor's effects (``zabray.sim.effects``) hand back to the simulation ------------
 
     def _delivered(self, sid: int, r: SimReplica, a: Deliver) -> None:
         txn = a.txn
@@ -236,16 +199,6 @@ class Simulation:
         if first and txn.zxid in self.checker.G_index:
             self.checker.committed_by(txn.zxid, txn.config, sim_reconfig.holders(self, txn.zxid))
         self.stats["deliveries"] += 1
-
-    def _depart(self, sid: int, r: SimReplica, a: Removed) -> None:
-        """``sid`` left the ensemble (its ``WriteConfig`` is durable): it serves nothing more
-        but goes on telling looking replicas its configuration (``Departed``); a restart finds
-        it left and does the same. It joins again only if started to join."""
-        if not r.departed:
-            self._log(f"DEPART {sid} (configuration {a.version:x} removed it)")
-            self.fault_counts["departed"] += 1
-        r.departed = True
-        r.joining = False
 
     def _reply(self, sid: int, r: SimReplica, a: Committed | Failed | SessionsTouched) -> None:
         """A client's outcome; the broadcast simulation has no session tracker for touches."""
@@ -276,26 +229,6 @@ class Simulation:
                     self._client_row(sid, rid, value, "unknown" if a.uncertain else "failed", None)
             case SessionsTouched():
                 pass
-
-    def _check_ack(self, sid: int, r: SimReplica, msg: Message) -> None:
-        """The durability rule, checked against the store itself."""
-        st = r.store
-        if not isinstance(st, MemoryStore):
-            return  # the durability rule is checked against the in-memory store's durable part
-        match msg:
-            case Ack() | AckNewLeader():
-                z = msg.zxid
-                durable_last = st.log[-1].zxid if st.log else st.snapshot_zxid
-                if durable_last < z or not (st.snapshot_zxid >= z or any(x.zxid == z for x in st.log[-64:]) or
-                                            any(x.zxid == z for x in st.log)):
-                    self.checker.acked_unsafely(sid, f"{msg.NAME} {fmt(z)} with durable log at {fmt(durable_last)}")
-                if isinstance(msg, AckNewLeader) and st.current_epoch != msg.epoch:
-                    self.checker.acked_unsafely(sid, f"ACK of NEWLEADER {msg.epoch} with currentEpoch "
-                                                     f"{st.current_epoch}")
-            case AckEpoch():
-                node = r.node
-                if node is not None and st.accepted_epoch != node.accepted_epoch:
-                    self.checker.acked_unsafely(sid, f"ACKEPOCH with acceptedEpoch {st.accepted_epoch} on disk")
 
     def _now(self) -> float:
         return self.ticks + self.step_no * 1e-6
@@ -336,33 +269,6 @@ class Simulation:
             self._fault_row("partition", *self._partition, self._now())
             self._partition = None
 
-    def _on_trace(self, sid: int, r: SimReplica, rec: object) -> None:
-        node = r.node
-        assert node is not None
-        if isinstance(rec, trace.Proposed):
-            self.checker.proposed_txn(sid, rec.epoch, rec.zxid, rec.digest, r.incarnation)
-            self.stats["proposals"] += 1
-        elif isinstance(rec, trace.SnapshotInstalled):
-            app = node.app
-            self.checker.snapshot_installed(sid, r.incarnation, rec.zxid, getattr(app, "chain", None))
-        elif isinstance(rec, trace.Established):
-            hist = {t.zxid: trace.digest(t.value) for t in node.history.txns()}
-            base = node.history.base
-            chain = None
-            if base and node.applied >= base and isinstance(node.app, ValueLog) and node.applied == base:
-                chain = node.app.chain
-            self.checker.leader_established(sid, rec.epoch, {int(z): d for z, d in hist.items()}, base, chain)
-            self.stats["elections"] += 1
-            self._log(f"  {sid} ESTABLISHED epoch {rec.epoch} with history through {fmt(rec.zxid)}")
-        elif isinstance(rec, trace.StateChange):
-            self._log(f"  {sid} -> {rec.state} epoch {rec.epoch} leader {rec.leader}")
-        elif isinstance(rec, trace.ConfigActivated):
-            self.checker.config_activated(sid, r.incarnation, rec.epoch, rec.zxid, rec.members)
-            self._log(f"  {sid} config {rec.zxid:x} in force: {rec.members}")
-        if self.trace_writer is not None:
-            self.trace_writer(trace.row(rec, run=f"sim-{self.seed}", src=f"replica-{sid}",
-                                        replica=sid, inc=r.incarnation, t=self._now()))
-
     # -- the step kinds ---------------------------------------------------------------------------
 
     def _deliver(self, kind: str, key: object, receiver: int) -> None:
@@ -378,59 +284,6 @@ class Simulation:
         else:
             note = self.net.pop_link(key)  # type: ignore[arg-type]
             self._step_node(receiver, Notified(key[0], note), "receiving NOTIFICATION")  # type: ignore[index]
-
-    def _write(self, sid: int) -> None:
-        r = self.replicas[sid]
-        a = r.pending.popleft()
-        dirty = apply_one(r.store, a, r.dirty)
-        r.dirty = dirty
-        r.written = a.token
-        if not dirty:  # an epoch/snapshot write: durable, and it synced the log first
-            r.synced = a.token
-        self._log(f"disk {sid}: write {type(a).__name__} (token {a.token})")
-
-    def _fsync(self, sid: int) -> None:
-        r = self.replicas[sid]
-        r.store.sync()
-        r.dirty = False
-        r.synced = r.written
-        self._log(f"disk {sid}: fsync (durable through token {r.synced})")
-
-    def _tell(self, sid: int) -> None:
-        r = self.replicas[sid]
-        r.told = r.synced
-        self._step_node(sid, Persisted(r.synced), "durable")
-
-    def _encode(self, sid: int, budget: int) -> None:
-        """One slice of a snapshot image, as a replica's loop encodes it between other work (the
-        tree goes on applying txns meanwhile: the image's copy-on-write must keep it fixed)."""
-        r = self.replicas[sid]
-        enc = r.encoding
-        assert enc is not None
-        if enc.image.stale:  # the core restored a SNAP since and has dropped this image
-            r.encoding = None
-            return
-        data = enc.image.encode(budget)
-        if data is not None:
-            r.encoding = None
-            self._step_node(sid, SnapshotEncoded(enc.image, enc.zxid, data), "snapshot encoded")
-
-    def _decode(self, sid: int, budget: int) -> None:
-        """One slice of a SNAP being decoded, as a learner's loop decodes it between other work
-        (the leader's later messages wait in the core until it is installed)."""
-        r = self.replicas[sid]
-        dec = r.decoding
-        assert dec is not None
-        if dec.restore.stale:  # the core finished it itself when its iteration ended
-            r.decoding = None
-            return
-        if dec.restore.decode(budget):
-            r.decoding = None
-            self._step_node(sid, SnapshotDecoded(dec.restore), "snapshot decoded")
-
-    def _resume(self, sid: int) -> None:
-        self.replicas[sid].resume = False
-        self._step_node(sid, Resumed(), "resumed")
 
     def _tick(self) -> None:
         self.ticks += 1
@@ -490,20 +343,21 @@ class Simulation:
         return [(kind, None, sid) for sid in sorted(alive) for kind in LOCAL_WORK if self.replicas[sid].ready(kind)]
 
     def _work(self, kind: str, sid: int, rows: int | None = None) -> None:
-        """Do ``sid``'s work of ``kind``; ``rows``: a snapshot slice's size, else drawn (1-8)."""
+        """Do ``sid``'s work of ``kind`` (``zabray.sim.local_work``); ``rows``: a snapshot slice's
+        size, else drawn (1-8)."""
         match kind:
             case "write":
-                self._write(sid)
+                local_work.write(self, sid)
             case "fsync":
-                self._fsync(sid)
+                local_work.fsync(self, sid)
             case "tell":
-                self._tell(sid)
+                local_work.tell(self, sid)
             case "encode":
-                self._encode(sid, rows or self.rng.randint(1, 8))
+                local_work.encode(self, sid, rows or self.rng.randint(1, 8))
             case "decode":
-                self._decode(sid, rows or self.rng.randint(1, 8))
+                local_work.decode(self, sid, rows or self.rng.randint(1, 8))
             case "resume":
-                self._resume(sid)
+                local_work.resume(self, sid)
             case _:
                 raise ValueError(f"no such work: {kind!r}")
 
@@ -529,7 +383,7 @@ class Simulation:
                 for sid in sorted(self.alive()):
                     r = self.replicas[sid]
                     while r.pending and r.node is not None:
-                        self._write(sid)
+                        local_work.write(self, sid)
                         yield
                     for kind in LOCAL_WORK[1:]:  # after "write", drained above: one of each
                         if r.node is not None and r.ready(kind):
@@ -670,53 +524,6 @@ def _show(msg: Message) -> str:
             v = f"<{len(v)} requests>"
         fields.append(f"{name}={v}")
     return f"{msg.NAME}({', '.join(fields)})"
-
-
-class SimEffects:
-    """How the simulation carries out one replica's actions (``zabray.protocol.executor``): its
-    persists wait as the replica's own work (write, fsync, tell), so a crash can fall between
-    any two of them; messages go through the simulated network, checked for early ACKs."""
-
-    __slots__ = ("sim", "sid", "r")
-
-    def __init__(self, sim: Simulation, sid: int, r: SimReplica) -> None:
-        self.sim, self.sid, self.r = sim, sid, r
-
-    def send(self, a: Send) -> None:
-        self.sim._send(self.sid, self.r, a)
-
-    def notify(self, a: Notify) -> None:
-        self.sim._notify(self.sid, a)
-
-    def open(self, a: Open) -> None:
-        self.sim.net.open(a.channel)
-
-    def close(self, a: Close) -> None:
-        self.sim.net.close(a.channel, self.sid)
-
-    def persist(self, a: PersistAction) -> None:
-        self.r.pending.append(a)
-
-    def deliver(self, a: Deliver) -> None:
-        self.sim._delivered(self.sid, self.r, a)
-
-    def reply(self, a: Committed | Failed | SessionsTouched) -> None:
-        self.sim._reply(self.sid, self.r, a)
-
-    def trace(self, a: Trace) -> None:
-        self.sim._on_trace(self.sid, self.r, a.record)
-
-    def encode_snapshot(self, a: EncodeSnapshot) -> None:
-        self.r.encoding = a
-
-    def decode_snapshot(self, a: DecodeSnapshot) -> None:
-        self.r.decoding = a
-
-    def resume(self, a: Yield) -> None:
-        self.r.resume = True
-
-    def removed(self, a: Removed) -> None:
-        self.sim._depart(self.sid, self.r, a)
 
 
 def run_seed(seed: int, options: SimOptions | None = None, *, timeline: bool = False) -> SimResult:
