@@ -279,6 +279,10 @@ def check_histories(df: DataFrame, *, budget: int = DEFAULT_BUDGET, reads: str =
         rep.outcomes = {r["outcome"]: int(r["count"]) for r in df.groupBy("outcome").count().collect()}
         rep.ops = sum(rep.outcomes.values())
         rep.keys = {r["verdict"]: int(r["count"]) for r in lin.groupBy("verdict").count().collect()}
+        st = lin.agg(F.mean("ms").alias("ms_mean"), F.percentile_approx("ms", 0.99).alias("ms_p99"),
+                     F.max("ms").alias("ms_max"), F.max("steps").alias("steps_max")).first()
+        if st is not None and st["ms_max"] is not None:
+            rep.search = {k: float(st[k]) for k in ("ms_mean", "ms_p99", "ms_max", "steps_max")}
         bad = lin.filter(F.col("verdict") != "ok").orderBy("run", "key").limit(2 * max_collect).collect()
         rep.violations = [r.asDict() for r in bad if r["verdict"] == "violation"][:max_collect]
         rep.unknown = [r.asDict() for r in bad if r["verdict"] == "unknown"][:max_collect]

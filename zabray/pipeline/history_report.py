@@ -34,6 +34,7 @@ class HistoryReport:
     session: list[dict[str, Any]] = field(default_factory=list)  # every other property's violations
     outcomes: dict[str, int] = field(default_factory=dict)
     reads: str = "after-sync"
+    search: dict[str, float] = field(default_factory=dict)  # per-key search: ms_mean, ms_p99, ms_max, steps_max
 
     @property
     def ok(self) -> bool:
@@ -51,7 +52,8 @@ class HistoryReport:
     def to_dict(self) -> dict[str, Any]:
         return {"history_schema_version": SCHEMA_VERSION, "verdict": self.verdict, "ok": self.ok,
                 "ops": self.ops, "keys": self.keys, "outcomes": self.outcomes, "reads": self.reads,
-                "violations": self.violations, "unknown": self.unknown, "session_violations": self.session}
+                "search": self.search, "violations": self.violations, "unknown": self.unknown,
+                "session_violations": self.session}
 
 
 def format_history_report(rep: HistoryReport, show: int = 5) -> str:

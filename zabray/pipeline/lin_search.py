@@ -325,6 +325,11 @@ def _segment_ends(key: _Key, s: int, start: Config, budget: Budget, lookahead: b
             v = max(v, 0)
         return need_v > v + bl + bumps_later
 
+    def starved() -> bool:
+        """A definite op here needs a value that is not current and that nothing left writes."""
+        now = token(state)
+        return any(c and t != now and not wl.get(t) and last_writer.get(t, -1) <= s for t, c in rl.items())
+
     def count(i: int, d: int) -> None:
         nonlocal def_left, cl, used, bl
         if ops[i].definite:
@@ -434,7 +439,7 @@ def _segment_ends(key: _Key, s: int, start: Config, budget: Budget, lookahead: b
     if def_left == 0:
         yield end()
         return
-    if unreachable():
+    if unreachable() or starved():
         return
     frames: list[list[Any]] = [[expand(), 0]]
     while frames:
@@ -540,6 +545,21 @@ def zone_conflict(ops: Sequence[Op]) -> tuple[list[Op], str] | None:
         if tok != GONE and tok not in writers:
             r = min(rs, key=lambda o: o.complete)
             return [r], f"no operation of this key left the value {tok!r} that {r.label} read"
+    # Without a delete and with at most one create, each version is one state: two definite ops
+    # that saw or made one version with different data cannot both be right.
+    if not any(op.outcome != "fail" and (op.kind == "delete" or op.parts) for op in ops) \
+            and sum(1 for op in ops if op.kind == "create" and op.outcome != "fail") <= 1:
+        at: dict[int, Op] = {}
+        for op in sorted(ops, key=lambda o: o.complete):
+            if op.outcome != "ok" or op.result_version is None or op.kind not in ("read", "write", "cas", "create"):
+                continue
+            data = op.result if op.kind == "read" else op.value
+            if op.kind == "read" and data is None:
+                continue
+            other = at.setdefault(op.result_version, op)
+            if (other.result if other.kind == "read" else other.value) != data:
+                return [other, op], (f"{other.label} and {op.label} each show version {op.result_version} "
+                                     "with different data (no delete: a version is one state)")
     zones: list[tuple[float, float, str | None, list[Op]]] = []
     for tok, rs in readers.items():
         ws = writers.get(tok, [])
