@@ -1,7 +1,7 @@
 """The bespoke client port on a replica: zabray's own framing for broadcast clients and ``Session``.
 
 A connection starts with a handshake frame naming the ensemble; with an ensemble secret, a
-broadcast client then proves it holds it (``zabray.auth``) before any ``SubmitReq`` is taken.
+broadcast client then proves it holds it (``zabray.wire.auth``) before any ``SubmitReq`` is taken.
 Requests are pipelined and answered out of order by the replica's hosted service. Bad bytes or a
 failed proof close this connection only and are counted; the replica carries on. A client that
 sends faster than it reads is held back (``actors.flow``, counted in ``client_throttled``).
@@ -15,14 +15,15 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from actors.flow import OUT_HIGH, Held
-from zabray import clientproto as cp
-from zabray.auth import CLIENT, Acceptor, AuthFailed, is_auth_frame
-from zabray.batching import BatchingProtocol
 from zabray.errors import CodecError
-from zabray.framing import FrameDecoder
+from zabray.net.batching import BatchingProtocol
+from zabray.wire import clientproto as cp
+from zabray.wire.auth import CLIENT, Acceptor, AuthFailed, is_auth_frame
+from zabray.wire.framing import FrameDecoder
 
 if TYPE_CHECKING:
     from actors.replica import ReplicaServer
+    from zabray.zk import messages as zm
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ class ClientConn(BatchingProtocol):
         self.held.soon()  # if held back by this burst's replies alone, now handed over
 
     def _auth_step(self, payload: bytes) -> bool:
-        """HELLO or PROOF of the client's membership proof (``zabray.auth``): True if consumed.
+        """HELLO or PROOF of the client's membership proof (``zabray.wire.auth``): True if consumed.
         ZooKeeper sessions never send one; their requests are governed by ZooKeeper's own rules."""
         secret = self.server.secret
         if secret is None or self.authed:
@@ -117,11 +118,9 @@ class ClientConn(BatchingProtocol):
     def eof_received(self) -> bool:
         return False
 
-    def deliver(self, action: Any) -> None:
-        # Only a ZooKeeper service delivers: a broadcast replica never imports it.
-        from zabray.zk import bespoke
-
-        self.send(bespoke.frame(action))
+    def deliver(self, action: zm.ServiceAction) -> None:
+        """A ZooKeeper service's reply or event for this connection (only it delivers)."""
+        self.send(self.server.service.frame(action))
 
     def hang_up(self) -> None:
         self.close()

@@ -21,20 +21,20 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from actors.names import NAMESPACE, WORKER_NICENESS
 from actors.replica_actor import ReplicaActor
-from zabray import trace
-from zabray.actor_names import NAMESPACE
+from actors.snapshot_actor import SnapshotActor
 from zabray.config import EnsembleConfig
-from zabray.crashpoints import crash_points as check_crash_points
 from zabray.errors import ConfigError, NotRunningError
-from zabray.rayhead import WORKER_NICENESS
+from zabray.replay.crashpoints import crash_points as check_crash_points
+from zabray.trace import records as trace
 
 log = logging.getLogger(__name__)
 
 
 def _replica_env() -> dict[str, Any] | None:
     """Nothing when this worker runs at nice 0: the raylet's environment then already starts
-    replicas' workers so (``zabray.rayhead.unniced_workers``). Otherwise, a cluster started
+    replicas' workers so (``zabray.driver.rayhead.unniced_workers``). Otherwise, a cluster started
     without it, each replica asks for nice 0 itself, at the price of Ray's ``setup_worker``."""
     return None if os.nice(0) <= 0 else {"env_vars": {WORKER_NICENESS: "0"}}
 
@@ -44,7 +44,7 @@ class EnsembleController:
                  secret: Any = None) -> None:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         self.name = name
-        self._secret = secret  # a zabray.auth.Secret: handed to replicas and clients, never described
+        self._secret = secret  # a zabray.wire.auth.Secret: handed to replicas and clients, never described
         self.snapshotter: Any = None  # the snapshot actor's handle, when the config asks for one
         self.cfg = EnsembleConfig.from_dict(config)
         self.voters = list(range(1, replicas + 1))
@@ -96,8 +96,6 @@ class EnsembleController:
         await asyncio.gather(*(self._launch(sid) for sid in self.members))
         await self._publish_peers()
         if self.cfg.snapshot_actor:
-            from actors.snapshot_actor import SnapshotActor
-
             snap: Any = ray.remote(SnapshotActor).options(num_cpus=0, max_concurrency=10).remote(
                 self.cfg.snapshot_every)
             self.snapshotter = snap
@@ -109,7 +107,8 @@ class EnsembleController:
         before = self.info.get(sid, {})
         previous = before.get("incarnation", -1)
         # Where the last incarnation listened, to listen there again (clients hold those ports).
-        ports = {kind: before[kind][1] for kind in ("quorum", "client", "zk_client") if before.get(kind)}
+        ports = {kind: before[kind][1] for kind in ("quorum", "client", "zk_client", "zk_secure_client")
+                 if before.get(kind)}
         actor = ray.remote(ReplicaActor).options(
             num_cpus=0,
             max_restarts=0,
@@ -204,7 +203,8 @@ class EnsembleController:
         async def one(sid: int) -> dict[str, Any]:
             info = self.info.get(sid, {})
             base = {"sid": sid, "node": self.node_of.get(sid), "node_label": self._node_label(self.node_of.get(sid)),
-                    "client": info.get("client"), "zk_client": info.get("zk_client"), "pid": info.get("pid"), "incarnation": info.get("incarnation"),
+                    "client": info.get("client"), "zk_client": info.get("zk_client"),
+                    "zk_secure_client": info.get("zk_secure_client"), "pid": info.get("pid"), "incarnation": info.get("incarnation"),
                     "paused": sid in self.paused, "observer": sid in self.observers}
             last = {k: self._last[sid][k] for k in self._KEPT if k in self._last.get(sid, {})}
             stale = {**last, "stale": True} if last else {"stale": True}

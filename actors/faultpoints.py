@@ -12,14 +12,14 @@ would), or cuts the current channels to them.
 from __future__ import annotations
 
 import math
-import os
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from actors.holds import ChannelHolds
-from zabray.crashpoints import PERSIST_KIND_OF, crash_points  # noqa: F401 (PERSIST_KIND_OF: for the replica)
-from zabray.holds import HoldPattern
+from zabray.protocol.actions import Notify, Send
+from zabray.replay.crashpoints import PERSIST_KIND_OF, crash_points  # noqa: F401 (PERSIST_KIND_OF: for the replica)
+from zabray.replay.holds import HoldPattern
 
 
 @dataclass
@@ -34,7 +34,7 @@ class LinkShaper:
 
     def __init__(self) -> None:
         self.delay: dict[int, float] = {}
-        self.queues: dict[int, deque[tuple[float, object]]] = {}
+        self.queues: dict[int, deque[tuple[float, Send | Notify]]] = {}
 
     def shaped(self, peer: int) -> bool:
         return peer in self.delay
@@ -44,22 +44,22 @@ class LinkShaper:
             self.delay[p] = delay_s
             self.queues.setdefault(p, deque())
 
-    def clear(self, peers: list[int]) -> list[object]:
+    def clear(self, peers: list[int]) -> list[Send | Notify]:
         """Stop shaping; returns what was waiting, in order, to be sent now."""
-        out: list[object] = []
+        out: list[Send | Notify] = []
         for p in peers:
             self.delay.pop(p, None)
             out.extend(item for _, item in self.queues.pop(p, deque()))
         return out
 
-    def push(self, peer: int, now: float, item: object) -> float:
+    def push(self, peer: int, now: float, item: Send | Notify) -> float:
         """Queue ``item``; returns when it is due (inf while held)."""
         due = now + self.delay[peer]
         self.queues[peer].append((due, item))
         return due
 
-    def due(self, now: float) -> list[object]:
-        out: list[object] = []
+    def due(self, now: float) -> list[Send | Notify]:
+        out: list[Send | Notify] = []
         for q in self.queues.values():
             while q and q[0][0] <= now and not math.isinf(q[0][0]):
                 out.append(q.popleft()[1])
@@ -81,9 +81,6 @@ class ReplicaFaults:
         """True while a hold or a shaped link exists, or every message is traced: the one test
         on the shell's hot send path."""
         self.trace_messages = False
-        # A planted bug for tests only (tests/histories/test_planted_sync.py): a follower
-        # forgets the PROPOSALs it receives between NEWLEADER and UPTODATE.
-        self.plant_sync_drop = os.environ.get("ZABRAY_PLANT_SYNC_PROPOSALS") == "drop"
         if crash_points:
             self.arm_all(crash_points)
         for hid, p in holds:
@@ -92,7 +89,7 @@ class ReplicaFaults:
 
     def regate(self) -> None:
         """Recompute ``gated`` after holds or link shaping changed."""
-        self.gated = bool(self.holds.active or self.links.delay or self.trace_messages or self.plant_sync_drop)
+        self.gated = bool(self.holds.active or self.links.delay or self.trace_messages)
 
     def arm(self, point: str, nth: int = 1) -> None:
         """Arm ``point`` alone (whatever was armed before is disarmed)."""

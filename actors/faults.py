@@ -17,11 +17,11 @@ from typing import Any
 
 import ray
 
-from zabray import schedule as sched
-from zabray.actor_names import NAMESPACE, controller_name
-from zabray.crashpoints import crash_points
+from actors.names import NAMESPACE, controller_name
 from zabray.errors import ConfigError, NotRunningError
-from zabray.holds import HeldMessage, HoldPattern
+from zabray.replay import schedule as sched
+from zabray.replay.crashpoints import crash_points
+from zabray.replay.holds import HeldMessage, HoldPattern
 
 log = logging.getLogger(__name__)
 DISK_FAULTS = ("fsync-fail", "slow-fsync", "lose-unsynced", "clear")
@@ -189,7 +189,7 @@ class FaultInjector:
             await self._record("heal-links", ",".join(map(str, sorted(self.shaped))), time.time(), time.time())
         self.shaped.clear()
 
-    # -- message holds (zabray.holds) --------------------------------------------------------------
+    # -- message holds (zabray.replay.holds) --------------------------------------------------------------
 
     async def hold(self, p: HoldPattern) -> int:
         """Install hold ``p`` on every sender it names (running ones now, restarted ones at start)."""

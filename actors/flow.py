@@ -46,6 +46,11 @@ class Held(Generic[R]):
         self._reading = True
         self._scheduled = False
 
+    @property
+    def reading(self) -> bool:
+        """False while the connection is held back (``stat``/``cons`` show it as interest 0)."""
+        return self._reading
+
     def attach(self, transport: asyncio.Transport) -> None:
         self.transport = transport
         transport.set_write_buffer_limits(high=OUT_HIGH)

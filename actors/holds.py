@@ -1,4 +1,4 @@
-"""Message holds inside one replica's shell: the sending side of ``zabray.holds``.
+"""Message holds inside one replica's shell: the sending side of ``zabray.replay.holds``.
 
 Queues are per channel (one iteration's connection to one peer), not per peer, so a held
 message blocks only the rest of its own channel and dies with it; a new iteration's channel
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections import deque
 
-from zabray.holds import HeldMessage, HoldPattern, carried_zxid
 from zabray.protocol.actions import Send
 from zabray.protocol.events import ChannelId
+from zabray.replay.holds import HeldMessage, HoldPattern, carried_zxid
 
 
 def _channel_text(ch: ChannelId) -> str:

@@ -2,7 +2,7 @@
 
 A ``LoadClient`` is a Ray actor placed on a chosen node. It drives the replicas over TCP with
 the library's own clients (``zabray.client.EnsembleClient`` for the broadcast service, a
-``zabray.session.Session`` for the ZooKeeper service); Ray carries only control calls
+``zabray.client.session.Session`` for the ZooKeeper service); Ray carries only control calls
 (configure, run, progress), never an operation. It records every operation's invoke and
 completion time, outcome and zxid, and its own process CPU time over the measured window, so a
 reader can tell a saturated client from a saturated replica.
@@ -20,9 +20,13 @@ from typing import Any
 
 import ray
 
-from zabray import trace
-from zabray.actor_names import NAMESPACE, controller_name
+from actors.names import NAMESPACE, controller_name
+from zabray.client.broadcast import EnsembleClient
+from zabray.client.session import Session
 from zabray.errors import NoQuorumError, UncertainOutcomeError, ZabError
+from zabray.net import tls
+from zabray.trace import records as trace
+from zabray.tree.errors import NodeExistsError
 
 log = logging.getLogger(__name__)
 ZNODE_ROOT = "/zabray-experiment"
@@ -53,7 +57,7 @@ class LoadClient:
         self.ensemble = ensemble
         self.addresses = {int(s): (a[0], int(a[1])) for s, a in addresses.items()}
         self.service = service
-        self.secret = secret  # the ensemble's secret, handed over through Ray (trusted, as the README says)
+        self.secret = secret  # the ensemble's secret, handed over through Ray (trusted, as docs/security.md says)
         self.config = config or {}
         self.timeout = timeout
         self.rng = random.Random(seed * 7919 + index)
@@ -77,14 +81,9 @@ class LoadClient:
     async def prepare(self) -> dict[str, Any]:
         """Connect (and for ZooKeeper create this client's znodes); returns where it runs."""
         if self.service == "broadcast":
-            from zabray.client import EnsembleClient
-            from zabray.ensemble import client_tls
-
             self.client = EnsembleClient(self.ensemble, self.addresses, self._refresh, secret=self.secret,
-                                         ssl=client_tls(self.config) if self.config else None)
+                                         ssl=tls.driver_context(self.config) if self.config else None)
         else:
-            from zabray.session import Session
-
             loop = asyncio.get_running_loop()
             self.session = await loop.run_in_executor(None, lambda: Session(
                 self.ensemble, self.addresses, timeout=max(10.0, self.timeout), refresh=self._refresh,
@@ -98,8 +97,6 @@ class LoadClient:
             want = [f"{ZNODE_ROOT}/c{self.index}-{k}" for k in range(in_flight)]
             missing = [p for p in want if p not in self.znodes]
             if missing:
-                from zabray.tree.errors import NodeExistsError
-
                 for path in [ZNODE_ROOT, *missing]:
                     try:
                         await self.session.create_async(path, b"x" * (value_size if path != ZNODE_ROOT else 1))
@@ -146,7 +143,7 @@ class LoadClient:
                 zxid, outcome = None, "ok"
                 try:
                     zxid = await asyncio.wait_for(self._op(slot, is_read, value), self.timeout)
-                except (UncertainOutcomeError, NoQuorumError, asyncio.TimeoutError, ConnectionError):
+                except (TimeoutError, UncertainOutcomeError, NoQuorumError, ConnectionError):
                     outcome = "unknown" if not is_read else "failed"
                 except ZabError as e:
                     outcome = "unknown" if type(e).__name__ == "ConnectionLossError" and not is_read else "failed"

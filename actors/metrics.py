@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from zabray.protocol.role import Phase
+
 log = logging.getLogger(__name__)
 
 FSYNC_BOUNDS_S = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0]
@@ -96,7 +98,7 @@ class ReplicaMetrics:
             self._state = state
             if getattr(state, "name", "") == "LOOKING" and self._looking_since is None:
                 self._looking_since = time.monotonic()
-        if self._looking_since is not None and node.role.phase_name() == "broadcast":
+        if self._looking_since is not None and node.role.phase is Phase.BROADCAST:
             took = time.monotonic() - self._looking_since
             self._looking_since = None
             self.elections += 1

@@ -15,10 +15,8 @@ import logging
 import socket
 from typing import Any, Protocol, cast
 
-from zabray.auth import Acceptor, Connector
-from zabray.batching import Outbox
 from zabray.errors import CodecError
-from zabray.framing import FrameDecoder, FrameEncoder, Handshake
+from zabray.net.batching import Outbox
 from zabray.protocol.codec import decode, encode
 from zabray.protocol.events import ChannelId, Event, Notified, Received
 from zabray.protocol.messages import (
@@ -44,6 +42,8 @@ from zabray.protocol.messages import (
     Trunc,
     UpToDate,
 )
+from zabray.wire.auth import Acceptor, Connector
+from zabray.wire.framing import FrameDecoder, FrameEncoder, Handshake
 
 log = logging.getLogger(__name__)
 

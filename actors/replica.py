@@ -26,52 +26,31 @@ from typing import TYPE_CHECKING, Any
 
 from actors import gc_policy
 from actors.clientport import ClientConn
+from actors.effects import ReplicaEffects
+from actors.fault_gate import FaultGate
 from actors.faultpoints import ReplicaFaults
 from actors.group_commit import GroupCommit
 from actors.metrics import ReplicaMetrics
-from actors.replica_hooks import FaultHooks
 from actors.services import BroadcastService, HostedService
 from actors.stall_watch import StallWatch
 from actors.transport import PeerTransport
 from storage.disk import DiskStore
 from storage.fsutil import atomic_write, read_file
-from zabray import tls, trace
-from zabray.auth import AuthFailed, Secret
-from zabray.batching import Outbox
 from zabray.config import EnsembleConfig
 from zabray.errors import ConfigError, ZabError
-from zabray.holds import HoldPattern
-from zabray.protocol.actions import (
-    Action,
-    Close,
-    Committed,
-    DecodeSnapshot,
-    Deliver,
-    EncodeSnapshot,
-    Failed,
-    InstallSnapshot,
-    Notify,
-    Open,
-    Persist,
-    Send,
-    SessionsTouched,
-    Trace,
-    Yield,
-)
-from zabray.protocol.events import (
-    ChannelClosed,
-    Event,
-    Notified,
-    Received,
-    Resumed,
-    SnapshotDecoded,
-    SnapshotEncoded,
-    SnapshotRequested,
-    Tick,
-)
-from zabray.protocol.messages import BATCHES, Diff, PeerState, Snap, Trunc, unbatch
+from zabray.net import tls
+from zabray.net.batching import Outbox
+from zabray.protocol.actions import DecodeSnapshot, EncodeSnapshot, Outcome
+from zabray.protocol.events import ChannelId, Event, SnapshotDecoded, SnapshotEncoded, SnapshotRequested, Tick
+from zabray.protocol.executor import Effects, StopStep, execute
+from zabray.protocol.messages import PeerState
 from zabray.protocol.node import Node
-from zabray.wire.four_letter import AdminView, Latency, parse_words
+from zabray.protocol.role import Phase
+from zabray.replay.holds import HoldPattern
+from zabray.trace import records as trace
+from zabray.trace.writer import TraceWriter
+from zabray.wire.auth import AuthFailed, Secret
+from zabray.wire.four_letter import AdminView, Latency, allowed_words
 
 if TYPE_CHECKING:  # a broadcast replica starts without the ZooKeeper service's modules
     from actors.zkport import ZkClientConn
@@ -79,8 +58,6 @@ if TYPE_CHECKING:  # a broadcast replica starts without the ZooKeeper service's 
 
 log = logging.getLogger(__name__)
 
-
-_SYNC_TYPES = (Diff, Trunc, Snap)
 # Znodes per slice of a snapshot being encoded (``_encode_slice``): 2-4 ms of CPU for 1 KB values
 # on this project's 2-core machine; a slice also stops at ``zabray.tree.image.SLICE_BYTES``.
 _SNAPSHOT_SLICE = 500
@@ -108,7 +85,10 @@ def next_incarnation(data_dir: Path, at_least: int = 0) -> int:
     return nxt
 
 
-class ReplicaServer(FaultHooks, GroupCommit):
+class ReplicaServer:
+    """One replica: its core, its disk (``commits``), its peers (``transport``), its clients
+    (``service`` and the client ports), and the faults injected into it (``gate``)."""
+
     def __init__(self, *, ensemble: str, sid: int, config: EnsembleConfig | dict[str, Any], voters: list[int],
                  observers: list[int], data_dir: str, run_dir: str | None = None,
                  min_incarnation: int = 0, secret: Secret | None = None,
@@ -142,10 +122,8 @@ class ReplicaServer(FaultHooks, GroupCommit):
         self._auth_logged: set[str] = set()
         self._events: deque[Event] = deque()  # core events waiting for the current step to end
         self._stepping = False
-        self._pq: list[Persist] = []
-        self._flushing = False
-        self._flush_scheduled = False
-        self._inline_after = 0.0  # monotonic time before which every group commit uses the IO thread
+        self.commits: GroupCommit | None = None  # the disk's group commit, once start() opened it
+        self.effects: ReplicaEffects | None = None  # how the core's actions are carried out, once started
         # Peer channels and client connections, written when the callback that queued frames
         # returns, after the trace rows of that callback reach the kernel; then the group
         # commit waiting for its turn starts (a leader's PROPOSALs are on the wire before its
@@ -156,21 +134,24 @@ class ReplicaServer(FaultHooks, GroupCommit):
         self._client_server: asyncio.base_events.Server | None = None
         self._clients: set[ClientConn] = set()
         self._zk_server: asyncio.base_events.Server | None = None
+        self._zk_secure_server: asyncio.base_events.Server | None = None
         self._zk_clients: set[ZkClientConn] = set()
         self.zk_latency = Latency()  # of ZooKeeper-port requests, for srvr and mntr
-        self._trace: trace.TraceWriter | None = None
+        self.admin_base = (0, 0)  # zk_requests and zk_frames_out when srst last reset them
+        self.started_at = time.monotonic()
+        self._trace: TraceWriter | None = None
         self._snap_due = self._snapshot_interval()
         self.faults = ReplicaFaults(crash_points, sid, holds)
-        self.trace_msgs = False
-        self._dying = False
-        self._stopped = False  # stop() began: no group commit starts or releases anything
+        self.gate = FaultGate(self, self.faults)
+        self.dying = False  # a crash point fired after a send: the process dies at the next turn
+        self.stopped = False  # stop() began: no group commit starts or releases anything
         self.zk: ZooKeeperService | None = None
         if config.service == "zookeeper":
             from actors.zkservice import ZooKeeperService
 
             self.zk = ZooKeeperService(sid, self.stats, config)
         self.service: HostedService = self.zk if self.zk is not None else BroadcastService(self.stats)
-        self._service_role = (False, False)  # (serving, leading) as the service last heard it
+        self._service_role = (False, False, False)  # (serving, leading, looking) as the service last heard it
         self.metrics = ReplicaMetrics(ensemble, sid)
         self.stall_watch = StallWatch(f"replica {sid}", self.stats, config.sync_limit * config.tick_ms / 4000)
         self._logged_state: PeerState | None = None
@@ -191,6 +172,8 @@ class ReplicaServer(FaultHooks, GroupCommit):
         except OSError as e:  # a path on this node that cannot be made or written: the operator's to fix
             raise ConfigError(f"replica {self.sid} cannot use its data directory {self.data_dir} (data_dir): "
                               f"{e.strerror or e}; set data_dir to a writable directory on its node") from None
+        if self.zk is not None:  # the SASL users, from the operator's file on this node (never logged)
+            self.zk.svc.sasl_users = self.cfg.sasl_users()
         if self.rejoining:  # before anything else: a crash from here on still comes back rejoining
             await loop.run_in_executor(self._io, self.store.mark_rejoining)
         durable = await loop.run_in_executor(self._io, self.store.recover)
@@ -209,18 +192,23 @@ class ReplicaServer(FaultHooks, GroupCommit):
             except OSError as e:
                 raise ConfigError(f"replica {self.sid} cannot write its trace in {tdir} (run_dir): "
                                   f"{e.strerror or e}; set run_dir to a writable directory") from None
-            self._trace = trace.TraceWriter(fh, run=self.ensemble, src=f"replica-{self.sid}",
+            self._trace = TraceWriter(fh, run=self.ensemble, src=f"replica-{self.sid}",
                                             replica=self.sid, inc=self.incarnation)
             self._trace.write(trace.StateChange("STARTED", durable.current_epoch, -1), time.time())
-            self.trace_msgs = self.faults.trace_messages = self.cfg.trace_messages
+            self.gate.trace_msgs = self.faults.trace_messages = self.cfg.trace_messages
             self.faults.regate()
+        self.commits = GroupCommit(self, self.store, self._io)
+
         async def start_transport(port: int) -> int:
-            self.transport = PeerTransport(self.ensemble, self.sid, self._step, host=self.cfg.host, port=port,
+            self.transport = PeerTransport(self.ensemble, self.sid, self.step, host=self.cfg.host, port=port,
                                            secret=self.secret, ssl_server=tls.server_context(self.cfg),
                                            ssl_client=tls.client_context(self.cfg), outbox=self.outbox)
             return await self.transport.start()
 
         qport = await self._listen("quorum", start_transport)
+        assert self.transport is not None
+        self.effects = ReplicaEffects(self, self.transport, self.commits, self._trace)
+        self.gate.attach(self.effects)
         client_ssl = tls.server_context(self.cfg, require_client_cert=self.cfg.tls_client_certs)
 
         async def start_clients(port: int) -> int:
@@ -231,13 +219,13 @@ class ReplicaServer(FaultHooks, GroupCommit):
 
         cport = await self._listen("client", start_clients)
         host = advertised_host(self.cfg.host)
-        zk_addr = None
+        zk_addr = zk_secure_addr = None
         if self.zk is not None:
             from actors.zkport import ZkClientConn
             from zabray.wire.zkserver import password_key
 
             key = password_key(self.secret.key if self.secret is not None else None, self.ensemble)
-            words = parse_words(self.cfg.zk_four_letter_words)
+            words = allowed_words(self.cfg.zk_four_letter_words, read_only=self.cfg.zk_read_only)
 
             async def start_zk(port: int) -> int:
                 self._zk_server = await loop.create_server(
@@ -246,11 +234,21 @@ class ReplicaServer(FaultHooks, GroupCommit):
                 return int(self._zk_server.sockets[0].getsockname()[1])
 
             zk_addr = [host, await self._listen("zk_client", start_zk)]
+            secure = tls.zk_secure_context(self.cfg)
+            if secure is not None:
+                async def start_zk_secure(port: int) -> int:
+                    self._zk_secure_server = await loop.create_server(
+                        lambda: ZkClientConn(self, key, words), self.cfg.host, port, ssl=secure,
+                        ssl_handshake_timeout=10)
+                    return int(self._zk_secure_server.sockets[0].getsockname()[1])
+
+                zk_secure_addr = [host, await self._listen("zk_secure_client", start_zk_secure)]
         self._tasks.append(loop.create_task(self._ticker()))
         self.stall_watch.start(loop)
         log.info("replica %d (incarnation %d) up: quorum port %d, client port %d, ZooKeeper port %s, last zxid %s",
                  self.sid, self.incarnation, qport, cport, zk_addr[1] if zk_addr else "-", durable.last_zxid)
         return {"sid": self.sid, "quorum": [host, qport], "client": [host, cport], "zk_client": zk_addr,
+                "zk_secure_client": zk_secure_addr,
                 "pid": os.getpid(), "incarnation": self.incarnation, "data_dir": str(self.data_dir.resolve())}
 
     async def _listen(self, kind: str, start: Callable[[int], Awaitable[int]]) -> int:
@@ -279,7 +277,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
                               f"{os.strerror(e.errno) if e.errno else e}; {hint}") from None
 
     def _close_clients(self) -> None:
-        for srv in (self._client_server, self._zk_server):
+        for srv in (self._client_server, self._zk_server, self._zk_secure_server):
             if srv is not None:
                 srv.close()
         for c in list(self._clients):
@@ -288,7 +286,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
             z.close()
 
     async def stop(self) -> None:
-        self._stopped = True
+        self.stopped = True
         self.stall_watch.stop()
         for t in self._tasks:
             t.cancel()
@@ -303,6 +301,22 @@ class ReplicaServer(FaultHooks, GroupCommit):
         if store is not None:  # the IO thread is done with it: release the directory's lock
             store.close()
 
+    def _sync_now(self) -> None:
+        if self.commits is not None:
+            self.commits.sync_now()
+
+    # -- what the replica's parts ask of it -------------------------------------------------------
+
+    def phase(self) -> Phase | None:
+        return self.node.role.phase if self.node is not None else None
+
+    def node_state(self) -> PeerState | None:
+        return self.node.state if self.node is not None else None
+
+    def channels(self) -> list[ChannelId]:
+        """The current iteration's channels (the fault gate cuts them)."""
+        return self.node.role.channels() if self.node is not None else []
+
     def _trace_out(self) -> None:
         """Hand buffered trace rows to the kernel: a frame never leaves ahead of the rows that
         record it, so a replica killed right after a PROPOSAL (or a reply) left does not leave
@@ -311,7 +325,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
         if t is not None and t.pending:
             t.flush()
 
-    def _die(self, why: str) -> None:
+    def die(self, why: str) -> None:
         """Stop serving for good: the replica must not act on state it cannot trust."""
         if self.fatal is None:
             self.fatal = why
@@ -327,7 +341,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
         n = 0
         while True:
             await asyncio.sleep(period)
-            self._step(Tick())
+            self.step(Tick())
             gc_policy.tick()
             node = self.node
             if node is not None and self.fatal is None:
@@ -341,9 +355,9 @@ class ReplicaServer(FaultHooks, GroupCommit):
 
     def _run(self, events: list[Event]) -> None:
         for e in events:
-            self._step(e)
+            self.step(e)
 
-    def _step(self, event: Event) -> None:
+    def step(self, event: Event) -> None:
         """Run ``event`` through the core, then whatever the hosted service asks in turn. A step
         never runs inside another: events raised meanwhile wait in ``_events``."""
         self._events.append(event)
@@ -357,92 +371,39 @@ class ReplicaServer(FaultHooks, GroupCommit):
             self._stepping = False
 
     def _one_step(self, event: Event) -> None:
-        if self.fatal is not None or self.node is None or self._dying:
+        if self.fatal is not None or self.node is None or self.dying:
             self._events.clear()
             return
-        faults = self.faults
-        if (faults.gated or faults.crash is not None) and type(event) is Received and type(event.msg) in BATCHES:
-            # Holds, message rows, planted drops and crash points count messages, not frames.
-            for m in unbatch(event.msg):  # type: ignore[arg-type]
-                self._one_step(Received(event.channel, m))
-            return
-        if faults.gated and type(event) in (Received, ChannelClosed):
-            if type(event) is ChannelClosed:
-                self.channel_gone(event.channel)
-            else:
-                if self.trace_msgs:
-                    self.msg_row("recv", event.channel.peer_of(self.sid), event.msg)  # type: ignore[attr-defined]
-                if faults.plant_sync_drop and self.planted_drop(event):  # type: ignore[arg-type]
+        gate = self.gate
+        if gate.active:  # a fault armed or every message traced: the gate sees events and actions
+            for e in gate.admit(event):
+                if self.dying:
                     return
-        if faults.crash is not None and type(event) in (Received, Notified):
-            name = event.msg.NAME if type(event) is Received else "NOTIFICATION"
-            if faults.hit(f"recv:{name}", self.node.role.phase_name()):
-                self._crash(f"recv:{name}")
-                return
+                self._core_step(e, gate)
+        else:
+            assert self.effects is not None
+            self._core_step(event, self.effects)
+
+    def _core_step(self, event: Event, fx: Effects) -> None:
+        node = self.node
+        effects = self.effects
+        assert node is not None and effects is not None and self.commits is not None
         try:
-            actions = self.node.step(event)
+            actions = node.step(event)
         except ZabError as e:
-            self._die(f"{type(e).__name__}: {e}")
+            self.die(f"{type(e).__name__}: {e}")
             return
-        self.metrics.after_step(self.node)
-        if self.node.state is not self._logged_state:
-            self._log_state(self.node)
-        transport = self.transport
-        assert transport is not None
-        for_service: list[Action] = []
-        for a in actions:
-            t = type(a)
-            if t is Send:
-                msg = a.msg  # type: ignore[attr-defined]
-                if faults.crash is not None and faults.hit(f"send-before:{msg.NAME}", self.node.role.phase_name()):
-                    self._crash(f"send-before:{msg.NAME}")
-                    return
-                if faults.gated:  # a hold, a shaped link or message tracing: the slow path
-                    self.gate(a.channel.peer_of(self.sid), a)  # type: ignore[attr-defined, arg-type]
-                else:
-                    transport.send(a.channel, msg)  # type: ignore[attr-defined]
-                if type(msg) in _SYNC_TYPES:
-                    self.stats[f"sent_{msg.NAME}"] = self.stats.get(f"sent_{msg.NAME}", 0) + 1
-                if faults.crash is not None and faults.hit(f"send-after:{msg.NAME}", self.node.role.phase_name()):
-                    # Die once this loop turn's socket writes are out: the message leaves, nothing after it.
-                    self._dying = True
-                    self.loop.call_soon(self._crash, f"send-after:{msg.NAME}")
-                    return
-            elif t is Trace:
-                if self._trace is not None:
-                    self._trace.write(a.record, time.time())  # type: ignore[attr-defined]
-            elif t is Deliver:
-                self._delivered()
-                for_service.append(a)
-            elif t is Committed or t is Failed or t is SessionsTouched:
-                for_service.append(a)
-            elif isinstance(a, Persist):
-                self._pq.append(a)
-                if t is InstallSnapshot:  # a learner, not serving yet: the pause costs nothing
-                    self.loop.call_soon(gc_policy.settle)
-            elif t is Notify:
-                if faults.links.delay and faults.links.shaped(a.to):  # type: ignore[attr-defined]
-                    self._shape(a.to, a)  # type: ignore[attr-defined, arg-type]
-                else:
-                    transport.notify(a.to, a.note)  # type: ignore[attr-defined]
-            elif t is Open:
-                transport.open(a.channel)  # type: ignore[attr-defined]
-            elif t is Close:
-                transport.close(a.channel)  # type: ignore[attr-defined]
-                if faults.gated:
-                    self.channel_gone(a.channel)  # type: ignore[attr-defined]
-            elif t is EncodeSnapshot:
-                self.loop.call_soon(self._encode_slice, a)  # type: ignore[arg-type]
-            elif t is DecodeSnapshot:
-                self.loop.call_soon(self._decode_slice, a)  # type: ignore[arg-type]
-            elif t is Yield:
-                self.loop.call_soon(self._step, Resumed())
-        if self._pq and not self._flushing and not self._flush_scheduled:
-            # After the step's sends are scheduled: a leader's PROPOSAL leaves before its own log
-            # write starts (the two proceed in parallel; its own ACK still waits for the sync).
-            self._flush_scheduled = True
-            self.loop.call_soon(self._flush)
-        role = _role(self.node)
+        self.metrics.after_step(node)
+        if node.state is not self._logged_state:
+            self._log_state(node)
+        for_service: list[Outcome] = []
+        effects.for_service = for_service
+        try:
+            execute(actions, fx)
+        except StopStep:  # a crash point fired: nothing more of this step happens
+            return
+        self.commits.schedule()
+        role = _role(node)
         if for_service or role != self._service_role:
             # A step with nothing for the service and no role change is nothing to it: the
             # service would only end an empty step (2 us, several times per write).
@@ -461,7 +422,7 @@ class ReplicaServer(FaultHooks, GroupCommit):
 
     # -- injected faults --------------------------------------------------------------------------
 
-    def _crash(self, point: str) -> None:
+    def crash(self, point: str) -> None:
         """Die now, like SIGKILL: nothing more is flushed, synced or sent."""
         log.warning("replica %d: crash point %s fired", self.sid, point)
         if self._trace is not None:
@@ -469,46 +430,46 @@ class ReplicaServer(FaultHooks, GroupCommit):
             self._trace.flush()
         os._exit(137)
 
-    def _delivered(self) -> None:
+    def delivered(self) -> None:
         self.stats["delivered"] += 1
         if self.cfg.snapshot_actor:
             return  # the snapshot actor (actors/snapshot_actor.py) asks for snapshots instead
         self._snap_due -= 1
         if self._snap_due <= 0:
             self._snap_due = self._snapshot_interval()
-            self.loop.call_soon(self._step, SnapshotRequested())
+            self.loop.call_soon(self.step, SnapshotRequested())
 
-    def _encode_slice(self, enc: EncodeSnapshot) -> None:
+    def encode_slice(self, enc: EncodeSnapshot) -> None:
         """Encode a slice of a snapshot image per loop turn, so that a large tree never holds the
         loop (peers, clients, the group commit) for longer than one slice."""
-        if self._stopped or self.fatal is not None or self.node is None or enc.image.stale:
+        if self.stopped or self.fatal is not None or self.node is None or enc.image.stale:
             return
         data = enc.image.encode(_SNAPSHOT_SLICE)
         self.stats["snapshot_slices"] += 1
         if data is None:
-            self.loop.call_soon(self._encode_slice, enc)
+            self.loop.call_soon(self.encode_slice, enc)
         else:
             self.stats["snapshots_encoded"] += 1
-            self._step(SnapshotEncoded(enc.image, enc.zxid, data))
+            self.step(SnapshotEncoded(enc.image, enc.zxid, data))
 
-    def _decode_slice(self, dec: DecodeSnapshot) -> None:
+    def decode_slice(self, dec: DecodeSnapshot) -> None:
         """Decode a slice of a SNAP per loop turn, so that a learner rebuilt from a large tree
         answers its leader's pings meanwhile (in one go, 300,000 znodes held it for 8 s, and its
         leader dropped it). The collector is paused in a slice: what it decodes all stays alive."""
-        if self._stopped or self.fatal is not None or self.node is None or dec.restore.stale:
+        if self.stopped or self.fatal is not None or self.node is None or dec.restore.stale:
             return
         try:
             with gc_policy.paused():
                 done = dec.restore.decode(_RESTORE_SLICE)
         except ZabError as e:  # the leader sent a snapshot that does not check out
-            self._die(f"{type(e).__name__}: {e}")
+            self.die(f"{type(e).__name__}: {e}")
             return
         self.stats["snap_decode_slices"] += 1
         if done:
             self.stats["snaps_decoded"] += 1
-            self._step(SnapshotDecoded(dec.restore))
+            self.step(SnapshotDecoded(dec.restore))
         else:
-            self.loop.call_soon(self._decode_slice, dec)
+            self.loop.call_soon(self.decode_slice, dec)
 
     def _snapshot_interval(self) -> int:
         # Spread between half and all of snapshot_every so replicas do not snapshot together.
@@ -570,28 +531,25 @@ class ReplicaServer(FaultHooks, GroupCommit):
         return s
 
     def admin_view(self) -> AdminView:
-        """What the four-letter words tell about this replica (``zabray.wire.four_letter``)."""
-        from actors.zkport import environment, safe_config
+        """What the four-letter words tell about this replica (``actors.zkadmin``)."""
+        from actors.zkadmin import admin_view
 
-        node = self.node
-        mode = "not serving"
-        if node is not None and self.fatal is None and node.role.phase_name() == "broadcast":
-            mode = {PeerState.LEADING: "leader", PeerState.FOLLOWING: "follower",
-                    PeerState.OBSERVING: "observer"}.get(node.state, "not serving")
-            if mode == "leader" and len(self.proto.voters) == 1 and not self.proto.observers:
-                mode = "standalone"
-        svc = self.zk.svc if self.zk is not None else None
-        tree = svc.tree if svc is not None else None
-        watched = svc.watches.by_path() if svc is not None else {}
-        sessions = {s: tree.ephemerals(s) for s in tree.sessions()} if tree is not None else {}
-        return AdminView(
-            mode=mode, zxid=tree.last_zxid if tree is not None else 0, znodes=len(tree) if tree is not None else 0,
-            watches=svc.watches.count() if svc is not None else 0, watched_paths=len(watched),
-            watching_sessions=len({s for ss in watched.values() for s in ss}),
-            connections=len(self._zk_clients) + len(self._clients), outstanding=len(svc.pending) if svc else 0,
-            received=self.stats["zk_requests"], sent=self.stats["zk_frames_out"], latency=self.zk_latency.view(),
-            sessions=sessions, config=safe_config(self.cfg), environment=environment(),
-            clients=sorted(c.describe() for c in self._zk_clients))
+        return admin_view(self)
+
+    def reset_admin_stats(self, word: str) -> None:
+        from actors.zkadmin import reset
+
+        reset(self, word)
+
+    def zk_port(self) -> int:
+        """The ZooKeeper client port this replica listens on (0 without one)."""
+        srv = self._zk_server
+        return int(srv.sockets[0].getsockname()[1]) if srv is not None and srv.sockets else 0
+
+    def zk_secure_port(self) -> int:
+        """The TLS ZooKeeper client port (ZooKeeper's secureClientPort), -1 without one."""
+        srv = self._zk_secure_server
+        return int(srv.sockets[0].getsockname()[1]) if srv is not None and srv.sockets else -1
 
     def tree_digest(self) -> tuple[str, int] | None:
         """(digest of the whole data tree, its last zxid) for the ZooKeeper service, else None.
@@ -605,17 +563,18 @@ class ReplicaServer(FaultHooks, GroupCommit):
     def request_snapshot(self) -> dict[str, int]:
         """Take a snapshot of the delivered state now (the snapshot actor calls this)."""
         if self.node is not None and self.fatal is None:
-            self._step(SnapshotRequested())
+            self.step(SnapshotRequested())
         return {"delivered": self.stats["delivered"],
                 "applied": int(self.node.applied) if self.node is not None else 0}
 
 
-def _role(node: Node) -> tuple[bool, bool]:
-    """(serving, leading) for the hosted service: serving is being in broadcast as leader,
-    follower or observer; leading, as the established leader."""
+def _role(node: Node) -> tuple[bool, bool, bool]:
+    """(serving, leading, looking) for the hosted service: serving is being in broadcast as
+    leader, follower or observer; leading, as the established leader; looking, in election with
+    its disk's state (not rejoining), when read-only mode may serve."""
     state = node.state  # checked first: a step's role test runs on every step
-    serving = state in _SERVING_STATES and node.role.phase_name() == "broadcast"
-    return serving, serving and state is PeerState.LEADING
+    serving = state in _SERVING_STATES and node.role.phase is Phase.BROADCAST
+    return serving, serving and state is PeerState.LEADING, state is PeerState.LOOKING and not node.rejoining
 
 
 _SERVING_STATES = frozenset({PeerState.LEADING, PeerState.FOLLOWING, PeerState.OBSERVING})

@@ -12,7 +12,8 @@ import logging
 from typing import Any
 
 from actors.replica import ReplicaServer
-from zabray.holds import HeldMessage, HoldPattern
+from zabray.errors import ConfigError
+from zabray.replay.holds import HeldMessage, HoldPattern
 
 
 class ReplicaActor:
@@ -69,36 +70,34 @@ class ReplicaActor:
         elif kind == "lose-unsynced":
             # A power cut: everything not yet fdatasync'ed is gone. Appends sit in memory until
             # the group commit writes and syncs them together, so dying before the next one is it.
-            self.server._crash("lose-unsynced")
+            self.server.crash("lose-unsynced")
         elif kind == "clear":
             f.fail_next_sync, f.sync_delay_s = False, 0.0
         else:
-            from zabray.errors import ConfigError
-
             raise ConfigError(f"unknown disk fault {kind!r}: fsync-fail, slow-fsync, lose-unsynced or clear")
 
     async def add_hold(self, hold_id: int, pattern: HoldPattern) -> None:
-        self.server.add_hold(hold_id, pattern)
+        self.server.gate.add_hold(hold_id, pattern)
 
     async def stop_hold(self, hold_id: int | None) -> None:
-        self.server.stop_hold(hold_id)
+        self.server.gate.stop_hold(hold_id)
 
     async def release_held(self, hold_id: int | None, count: int | None, dst: int | None) -> list[HeldMessage]:
-        out = self.server.release_held(hold_id, count, dst)
+        out = self.server.gate.release_held(hold_id, count, dst)
         await asyncio.sleep(0)  # the released frames are written before this call returns
         return out
 
     async def held(self) -> list[HeldMessage]:
-        return self.server.held()
+        return self.server.gate.held()
 
     async def shape_links(self, peers: list[int], delay_ms: float | None) -> None:
-        self.server.shape_links(peers, delay_ms)
+        self.server.gate.shape_links(peers, delay_ms)
 
     async def unshape_links(self, peers: list[int]) -> None:
-        self.server.unshape_links(peers)
+        self.server.gate.unshape_links(peers)
 
     async def cut_links(self, peers: list[int]) -> int:
-        return self.server.cut_links(peers)
+        return self.server.gate.cut_links(peers)
 
     async def unblock(self, peers: list[int]) -> None:
         self.server.unblock(peers)

@@ -9,17 +9,17 @@ after the step: a service must know at once that its replica left broadcast.
 ``BroadcastService`` (the default) is plain atomic broadcast: SUBMIT -> a txn, COMMITTED/FAILED
 back. ``ZooKeeperService`` (``actors.zkservice``, imported only by a replica that runs it) hosts
 the pure ``zabray.zk.ZkService``; its connections are zabray's own sessions (the bespoke ``ZK``
-frames of ``zabray.zk.bespoke``) and ZooKeeper's client protocol (``actors.zkport``) side by
+frames of ``zabray.wire.bespoke``) and ZooKeeper's client protocol (``actors.zkport``) side by
 side, each connection carrying the service's actions to its client through ``deliver``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, assert_never
 
-from zabray import clientproto as cp
-from zabray.protocol.actions import Action, Committed, Failed
+from zabray.protocol.actions import Committed, Deliver, Failed, Outcome, SessionsTouched
 from zabray.protocol.events import RID_MASK, Event, Submit
+from zabray.wire import clientproto as cp
 
 if TYPE_CHECKING:
     from actors.clientport import ClientConn
@@ -38,10 +38,12 @@ class HostedService(Protocol):
     """The core's state machine (None: the core's own value log)."""
 
     def client(self, conn: ClientConn, req: cp.SubmitReq | cp.ZkReq) -> list[Event]: ...
-    def core(self, actions: list[Action], serving: bool, leading: bool) -> list[Event]: ...
-    def tick(self, serving: bool, leading: bool) -> list[Event]: ...
+    def core(self, actions: list[Outcome], serving: bool, leading: bool, looking: bool = False) -> list[Event]: ...
+    def tick(self, serving: bool, leading: bool, looking: bool = False) -> list[Event]: ...
     def conn_lost(self, conn: ServiceConn) -> None: ...
     def status(self) -> dict[str, Any] | None: ...
+    def frame(self, action: zm.ServiceAction) -> cp.ZkRep | cp.ZkEvent:
+        """A service action for one of its bespoke connections, as the frame that carries it."""
 
 
 class BroadcastService:
@@ -55,9 +57,7 @@ class BroadcastService:
 
     def client(self, conn: ClientConn, req: cp.SubmitReq | cp.ZkReq) -> list[Event]:
         if isinstance(req, cp.ZkReq):
-            from zabray.zk import bespoke
-
-            conn.send(bespoke.error_reply(req.rid, 0, "BAD_ARGUMENTS", "this ensemble runs service: broadcast"))
+            conn.send(cp.error_reply(req.rid, 0, "BAD_ARGUMENTS", "this ensemble runs service: broadcast"))
             return []
         rid = self._next_rid
         self._next_rid = rid + 1 if rid < RID_MASK else 1  # (a core request id has 40 bits)
@@ -65,26 +65,33 @@ class BroadcastService:
         self.stats["submitted"] += 1
         return [Submit(rid, req.value)]
 
-    def core(self, actions: list[Action], serving: bool, leading: bool) -> list[Event]:
+    def core(self, actions: list[Outcome], serving: bool, leading: bool, looking: bool = False) -> list[Event]:
         for a in actions:
-            if type(a) is Committed or type(a) is Failed:
-                entry = self._pending.pop(a.request_id, None)
-                if entry is None:
-                    continue
-                conn, client_rid = entry
-                if type(a) is Committed:
-                    self.stats["committed"] += 1
-                    conn.send(cp.CommittedRep(client_rid, int(a.zxid)))
-                else:
-                    self.stats["failed"] += 1
-                    conn.send(cp.FailedRep(client_rid, a.reason, a.uncertain))  # type: ignore[union-attr]
+            match a:
+                case Committed():
+                    entry = self._pending.pop(a.request_id, None)
+                    if entry is not None:
+                        self.stats["committed"] += 1
+                        entry[0].send(cp.CommittedRep(entry[1], int(a.zxid)))
+                case Failed():
+                    entry = self._pending.pop(a.request_id, None)
+                    if entry is not None:
+                        self.stats["failed"] += 1
+                        entry[0].send(cp.FailedRep(entry[1], a.reason, a.uncertain))
+                case Deliver() | SessionsTouched():
+                    pass
+                case _:
+                    assert_never(a)
         return []
 
-    def tick(self, serving: bool, leading: bool) -> list[Event]:
+    def tick(self, serving: bool, leading: bool, looking: bool = False) -> list[Event]:
         return []
 
     def conn_lost(self, conn: ServiceConn) -> None:
         pass
+
+    def frame(self, action: zm.ServiceAction) -> cp.ZkRep | cp.ZkEvent:
+        raise AssertionError("a broadcast replica delivers no service actions to its connections")
 
     def status(self) -> dict[str, Any] | None:
         return None

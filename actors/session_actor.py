@@ -1,6 +1,6 @@
 """The client-session actor: a Ray actor that owns one ZooKeeper session.
 
-It holds the session's TCP connection to one replica (``zabray.session.Session`` does the
+It holds the session's TCP connection to one replica (``zabray.client.session.Session`` does the
 protocol: pings, moving between replicas, watches), so a session can live apart from the
 process that uses it and die on its own: kill the actor and its connection drops with it, the
 leader expires the session after its timeout, and its ephemerals vanish. Calls to the actor are
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zabray.session import Session, WatchedEvent
+from zabray.client.session import Session, WatchedEvent
 
 
 class SessionActor:

@@ -12,7 +12,7 @@ Replicas speak Zab over their own connections (never Ray calls). Two kinds of co
 
 Every connection opens with a ``framing.Handshake`` frame from the connecting side. With an
 ensemble secret (always, in a replica), the two sides then prove to each other that they hold it
-(``zabray.auth``: HELLO, CHALLENGE, PROOF, keyed by the secret, bound to both nonces and to the
+(``zabray.wire.auth``: HELLO, CHALLENGE, PROOF, keyed by the secret, bound to both nonces and to the
 handshake's bytes) before either reads a Zab message: the connector writes nothing queued until
 the acceptor's CHALLENGE checks out, and the acceptor registers nothing (no channel replaced, no
 ``_latest`` raised) until the PROOF does. A failure closes the connection, counts
@@ -51,17 +51,8 @@ from actors.peer_conn import (
     BatchEncoder,
     PeerConn,
 )
-from zabray.auth import PEER, Acceptor, AuthFailed, Connector, Secret
-from zabray.batching import Outbox
 from zabray.errors import CodecError, ConfigError
-from zabray.framing import (
-    DEFAULT_MAX_FRAME,
-    KIND_CHANNEL,
-    KIND_ELECTION,
-    Handshake,
-    decode_handshake,
-    frame,
-)
+from zabray.net.batching import Outbox
 from zabray.protocol.codec import encode
 from zabray.protocol.events import ChannelClosed, ChannelId, Event, Notified
 from zabray.protocol.messages import (
@@ -69,6 +60,15 @@ from zabray.protocol.messages import (
     Notification,
     Proposal,
     Request,
+)
+from zabray.wire.auth import PEER, Acceptor, AuthFailed, Connector, Secret
+from zabray.wire.framing import (
+    DEFAULT_MAX_FRAME,
+    KIND_CHANNEL,
+    KIND_ELECTION,
+    Handshake,
+    decode_handshake,
+    frame,
 )
 
 log = logging.getLogger(__name__)
@@ -195,13 +195,18 @@ class PeerTransport:
         if server is not None:
             try:
                 await asyncio.wait_for(server.wait_closed(), 5.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("sid %s: server did not close within 5 s", self.sid)
 
     def _all_conns(self) -> list[PeerConn]:
         return [*self._channels.values(), *self._elect_out.values(), *self._elect_in.values(), *self._pending]
 
     # -- configuration and fault hooks -----------------------------------------------------------
+
+    @property
+    def peers(self) -> dict[int, tuple[str, int]]:
+        """The address book: each peer's (host, quorum port)."""
+        return dict(self._addrs)
 
     def set_peers(self, addrs: dict[int, tuple[str, int]]) -> None:
         """Replace the address book. A peer whose address changed loses its election connection
@@ -352,7 +357,7 @@ class PeerTransport:
             )
         except asyncio.CancelledError:
             return
-        except (OSError, asyncio.TimeoutError, ssl.SSLError) as e:
+        except (TimeoutError, OSError, ssl.SSLError) as e:
             if conn.closed:
                 return
             self.stats["connect_failures"] += 1

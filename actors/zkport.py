@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import platform
-import sys
+import secrets
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from actors.flow import OUT_HIGH, Held
 from zabray.errors import CodecError
 from zabray.wire import four_letter
-from zabray.wire.zkserver import ZkServerConn
+from zabray.wire.four_letter import ConnInfo, Latency
+from zabray.wire.zkserver import LAST_OP, ZkServerConn
 from zabray.zk import messages as zm
 
 if TYPE_CHECKING:
@@ -46,6 +45,16 @@ class ZkClientConn(asyncio.Protocol):
         self._flush_pending = False
         self._close_after_flush = False
         self._arrived: dict[int, float] = {}  # request id -> when it was read (for its latency)
+        # What ``cons`` tells of this connection (ZooKeeper's per-connection ServerCnxn stats).
+        self.established_ms = int(time.time() * 1000)
+        self.received = 0
+        self.sent = 0
+        self.latency = Latency()
+        self.last_op = "NA"
+        self.last_cxid = -1
+        self.last_zxid = -1
+        self.last_response_ms = 0
+        self.admin = False  # a four-letter word's connection
         limit = server.cfg.zk_max_outstanding
         self.held: Held[tuple[int, zm.ClientOp, float]] = Held(
             self._take, lambda: len(self._arrived) >= limit or len(self._out) >= OUT_HIGH, server.outbox.flush,
@@ -56,7 +65,8 @@ class ZkClientConn(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else "?"
         ip = str(peer[0]) if isinstance(peer, tuple) and peer else ""
-        self.wire = ZkServerConn(key=self.key, peer_ip=ip, max_frame=self.server.cfg.zk_max_frame, words=self.words)
+        self.wire = ZkServerConn(key=self.key, peer_ip=ip, max_frame=self.server.cfg.zk_max_frame, words=self.words,
+                                 nonce=secrets.token_urlsafe(24))
         self.server._zk_clients.add(self)
         self.held.attach(transport)  # type: ignore[arg-type]
 
@@ -90,10 +100,15 @@ class ZkClientConn(asyncio.Protocol):
             self.close()
             return
         if fed.word is not None:
+            self.admin = True
+            self.received += 1
             text = four_letter.answer(fed.word, self.words, self.server.admin_view())
             self.transport.write(text.encode())
+            if fed.word in four_letter.RESETS and fed.word in self.words:
+                self.server.reset_admin_stats(fed.word)
             self._close_soon()
             return
+        self.received += len(fed.requests)
         if fed.send:
             self._write(fed.send)
         if fed.close:
@@ -118,13 +133,24 @@ class ZkClientConn(asyncio.Protocol):
         if self.wire is None or self.transport is None:
             return
         if type(action) is zm.Reply:
+            now = time.monotonic()
             t0 = self._arrived.pop(action.xid, None)
             if t0 is not None:
-                self.server.zk_latency.add(int((time.monotonic() - t0) * 1000))
+                ms = int((now - t0) * 1000)
+                self.server.zk_latency.add(ms)
+                self.latency.add(ms)
+            op = self.wire.pending_op(action.xid)
+            if op is not None:
+                self.last_op = LAST_OP.get(op[1], self.last_op)
+                if op[0] >= 0:
+                    self.last_cxid = op[0]
+                self.last_zxid = action.zxid
+                self.last_response_ms = int(now * 1000)
             self.held.soon()
         data, close = self.wire.encode(action)
         if data:
             self.server.stats["zk_frames_out"] += 1
+            self.sent += 1
             self._write(data)
         if close:
             self._close_soon()
@@ -165,22 +191,23 @@ class ZkClientConn(asyncio.Protocol):
             self.transport = None
             self.held.detach()
 
-    def describe(self) -> str:
-        sid = self.wire.session_id if self.wire is not None else 0
-        return f"/{self.peer}[1](sid=0x{sid:x})"
+    def reset_stats(self) -> None:
+        """``crst``: this connection's counters start again (ZooKeeper's ServerCnxn.resetStats)."""
+        self.received = self.sent = 0
+        self.latency = Latency()
+        self.last_op = "NA"
+        self.last_cxid = self.last_zxid = -1
+        self.last_response_ms = 0
+
+    def info(self) -> ConnInfo:
+        """This connection as ``stat`` and ``cons`` show it."""
+        wire = self.wire
+        lat = self.latency
+        avg = lat.total // lat.count if lat.count else 0
+        return ConnInfo(f"/{self.peer}", 0 if self.admin or not self.held.reading else 1, len(self._arrived), self.received,
+                        self.sent, wire.session_id if wire is not None else 0, self.last_op, self.established_ms,
+                        wire.timeout_ms if wire is not None else 0, self.last_cxid, self.last_zxid,
+                        self.last_response_ms, (lat.last, lat.min, avg, lat.max))
 
 
-def environment() -> dict[str, str]:
-    """What ``envi`` reports: the process's own facts, never the secret or its file."""
-    return {"host.name": platform.node(), "python.version": sys.version.split()[0],
-            "os.name": platform.system(), "os.arch": platform.machine(), "user.dir": os.getcwd(),
-            "process.id": str(os.getpid())}
-
-
-def safe_config(cfg: Any) -> dict[str, object]:
-    """What ``conf`` reports: the config minus anything naming secrets or keys."""
-    hidden = ("secret", "key", "digest")
-    return {k: v for k, v in cfg.to_dict().items() if not any(h in k for h in hidden) and k != "extra"}
-
-
-__all__ = ["ZkClientConn", "environment", "safe_config"]
+__all__ = ["ZkClientConn"]

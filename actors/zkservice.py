@@ -4,23 +4,28 @@ through it, the data tree and the ZooKeeper service): a broadcast replica starts
 
 from __future__ import annotations
 
-import os
+import logging
 import time
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 from actors import gc_policy
 from actors.services import ServiceConn
-from zabray import clientproto as cp
 from zabray.config import EnsembleConfig
-from zabray.protocol.actions import Action, Committed, Deliver, Failed, SessionsTouched
+from zabray.protocol.actions import Committed, Deliver, Failed, Outcome, SessionsTouched
 from zabray.protocol.events import Event, Submit, TouchSessions
 from zabray.tree import DataTree
-from zabray.zk import ZkService, bespoke
+from zabray.wire import bespoke
+from zabray.wire import clientproto as cp
+from zabray.zk import ZkService
 from zabray.zk import messages as zm
 
 if TYPE_CHECKING:
     from actors.clientport import ClientConn
+
+
+READ_ONLY_AFTER_MS = 2000
+"""How long a replica looks for a leader before it serves read-only sessions (``zk_read_only``):
+ZooKeeper's grace period, max(2 s, tickTime), for zabray's ticks of a few ms."""
 
 
 class _Tree(DataTree):
@@ -32,26 +37,26 @@ class _Tree(DataTree):
             super().restore(data)
 
 
+log = logging.getLogger(__name__)
+
+
 class ZooKeeperService:
     """The ZooKeeper service: connections get small ids, time is the wall clock in ms."""
 
     def __init__(self, replica: int, stats: dict[str, int], cfg: EnsembleConfig | None = None) -> None:
         now = _now_ms()
         cfg = cfg or EnsembleConfig()
-        self.svc = ZkService(replica, _Tree(), now_ms=now, id_salt=0,
+        self.svc = ZkService(replica, _Tree(sasl_acls=bool(cfg.zk_sasl_jaas_file)), now_ms=now, id_salt=0,
                              min_timeout_ms=cfg.zk_min_session_timeout_ms, max_timeout_ms=cfg.zk_max_session_timeout_ms,
-                             container_check_ms=cfg.zk_container_check_ms, super_digest=cfg.zk_super_digest or None)
-        plant = os.environ.get("ZABRAY_PLANT_STALE_READS")
-        if plant == "1":
-            _plant_stale_reads(self.svc)
-        elif plant == "move":
-            _plant_resume_behind(self.svc)
+                             container_check_ms=cfg.zk_container_check_ms, super_digest=cfg.zk_super_digest or None,
+                             read_only_after_ms=READ_ONLY_AFTER_MS if cfg.zk_read_only else None)
+        self.replica = replica
         self.app = self.svc.tree
         self.stats = stats
         self._ids: dict[ServiceConn, int] = {}
         self._conns: dict[int, ServiceConn] = {}
         self._next_conn = 1
-        self._role = (False, False)
+        self._role = (False, False, False)
 
     def _id(self, conn: ServiceConn) -> int:
         cid = self._ids.get(conn)
@@ -85,43 +90,59 @@ class ZooKeeperService:
         if isinstance(req, cp.SubmitReq):
             conn.send(cp.FailedRep(req.rid, "this ensemble runs service: zookeeper (use a session)", False))
             return []
-        return self._carry_out(self.svc.step(zm.ClientRequest(self._id(conn), req.rid, bespoke.request(req))))
+        return self._request(conn, req.rid, bespoke.request(req))
 
     def zk_request(self, conn: ServiceConn, rid: int, op: zm.ClientOp) -> list[Event]:
         """A request from a ZooKeeper-protocol connection (``actors.zkport``)."""
-        return self._carry_out(self.svc.step(zm.ClientRequest(self._id(conn), rid, op)))
+        return self._request(conn, rid, op)
 
-    def core(self, actions: list[Action], serving: bool, leading: bool) -> list[Event]:
+    def _request(self, conn: ServiceConn, rid: int, op: zm.ClientOp) -> list[Event]:
+        """Step the service with one request. The service answers every bad request itself
+        (``zabray.zk.validate``), so anything it raises is a bug in zabray: logged with its stack,
+        and the connection closed, so that its client sees the failure instead of a reply that
+        blames its request; the replica goes on serving the others."""
+        try:
+            actions = self.svc.step(zm.ClientRequest(self._id(conn), rid, op))
+        except Exception:
+            log.exception("replica %d: request %d (%s) raised inside the ZooKeeper service; this is a bug "
+                          "in zabray: closing its connection", self.replica, rid, type(op).__name__)
+            conn.hang_up()
+            return []
+        return self._carry_out(actions)
+
+    def core(self, actions: list[Outcome], serving: bool, leading: bool, looking: bool = False) -> list[Event]:
         step = self.svc.step
         out: list[zm.ServiceAction] = []
         for a in actions:
-            t = type(a)
-            if t is Deliver:
-                out += step(zm.TxnDelivered(a.result))  # type: ignore[attr-defined]
-            elif t is Committed:
-                self.stats["committed"] += 1
-                out += step(zm.TxnCommitted(a.request_id, int(a.zxid), a.result))  # type: ignore[attr-defined]
-            elif t is Failed:
-                self.stats["failed"] += 1
-                out += step(zm.TxnFailed(a.request_id, a.reason, a.uncertain))  # type: ignore[attr-defined]
-            elif t is SessionsTouched:
-                out += step(zm.SessionsAlive(a.sessions))  # type: ignore[attr-defined]
+            match a:
+                case Deliver():
+                    out += step(zm.TxnDelivered(a.result))
+                case Committed():
+                    self.stats["committed"] += 1
+                    out += step(zm.TxnCommitted(a.request_id, int(a.zxid), a.result))
+                case Failed():
+                    self.stats["failed"] += 1
+                    out += step(zm.TxnFailed(a.request_id, a.reason, a.uncertain))
+                case SessionsTouched():
+                    out += step(zm.SessionsAlive(a.sessions))
+                case _:
+                    assert_never(a)
         out += step(zm.StepEnd())
         # Right after the step, not at the next tick: a replica that just left broadcast must
         # drop its sessions before it reads another request of theirs.
-        out += self._role_changed(serving, leading)
+        out += self._role_changed(serving, leading, looking)
         return self._carry_out(out)
 
-    def tick(self, serving: bool, leading: bool) -> list[Event]:
-        out = self._role_changed(serving, leading)
+    def tick(self, serving: bool, leading: bool, looking: bool = False) -> list[Event]:
+        out = self._role_changed(serving, leading, looking)
         out += self.svc.step(zm.ServiceTick(_now_ms()))
         return self._carry_out(out)
 
-    def _role_changed(self, serving: bool, leading: bool) -> list[zm.ServiceAction]:
-        if (serving, leading) == self._role:
+    def _role_changed(self, serving: bool, leading: bool, looking: bool) -> list[zm.ServiceAction]:
+        if (serving, leading, looking) == self._role:
             return []
-        self._role = (serving, leading)
-        return self.svc.step(zm.RoleChanged(serving, leading))
+        self._role = (serving, leading, looking)
+        return self.svc.step(zm.RoleChanged(serving, leading, looking))
 
     def conn_lost(self, conn: ServiceConn) -> None:
         cid = self._ids.pop(conn, None)
@@ -132,33 +153,10 @@ class ZooKeeperService:
     def status(self) -> dict[str, Any] | None:
         return self.svc.status()
 
+    def frame(self, action: zm.ServiceAction) -> cp.ZkRep | cp.ZkEvent:
+        assert isinstance(action, (zm.Reply, zm.WatchFired, zm.SessionEnded))
+        return bespoke.frame(action)
+
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _plant_stale_reads(svc: ZkService) -> None:
-    """Test-only planted bug (tests/histories/test_planted.py, set through Ray's runtime_env):
-    run a session's read as soon as it arrives, ahead of that session's earlier writes, so it can
-    return a state older than one the session already saw. The history checker must catch it."""
-    drain = svc._drain
-
-    def stale_drain(st: Any) -> None:
-        for e in st.queue:
-            if e.read is not None and not e.done:
-                svc._read(st, e)
-        drain(st)
-
-    svc._drain = stale_drain  # type: ignore[method-assign]
-
-
-def _plant_resume_behind(svc: ZkService) -> None:
-    """Test-only planted bug (tests/histories/test_planted_move.py): a replica accepts a moving
-    session even though its tree is older than what the session already saw, so the session's
-    next read can go back in time. The history checker must catch it."""
-    connect = svc._connect
-
-    def careless_connect(st: Any, xid: int, op: zm.Connect) -> None:
-        connect(st, xid, replace(op, last_zxid=min(op.last_zxid, svc.tree.last_zxid)))
-
-    svc._connect = careless_connect  # type: ignore[method-assign]

@@ -23,8 +23,8 @@ from pathlib import Path
 # Run as a script, benchmarks/ would shadow the `storage` package with benchmarks/storage.py.
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from zabray.ensemble import Ensemble  # noqa: E402
-from zabray.workload import Workload, check_histories, percentile  # noqa: E402
+from zabray.driver.ensemble import Ensemble  # noqa: E402
+from zabray.driver.workload import Workload, check_histories, percentile  # noqa: E402
 
 
 def measure(replicas: int, seconds: float, in_flight: int, size: int, trace: bool) -> dict[str, object]:

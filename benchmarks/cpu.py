@@ -40,12 +40,12 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]  # ben
 sys.path.insert(0, os.path.dirname(_here))
 
 from actors.replica import ReplicaServer  # noqa: E402
-from zabray.auth import Secret  # noqa: E402
-from zabray.client import EnsembleClient  # noqa: E402
+from zabray.client.broadcast import EnsembleClient  # noqa: E402
 from zabray.config import EnsembleConfig  # noqa: E402
 from zabray.experiments.machine import machine_line  # noqa: E402
-from zabray.keyfiles import new_secret  # noqa: E402
+from zabray.net.keyfiles import new_secret  # noqa: E402
 from zabray.wire import zkproto as zp  # noqa: E402
+from zabray.wire.auth import Secret  # noqa: E402
 
 _LEN = struct.Struct(">i")
 _HEADER = struct.Struct(">ii")  # RequestHeader: xid, op

@@ -107,8 +107,8 @@ def one_key(budget: int) -> list[str]:
 # -- part 2: Spark, many keys -------------------------------------------------------------------
 
 def generate(ops: int, keys: int, concurrency: int, seed: int = 1) -> dict[str, list[Any]]:
-    """Columns of a linearizable history (``zabray.histories`` schema, version 2)."""
-    from zabray.histories import COLUMNS
+    """Columns of a linearizable history (``zabray.client.histories`` schema, version 2)."""
+    from zabray.client.histories import COLUMNS
 
     rng = random.Random(seed)
     cols: dict[str, list[Any]] = {c: [] for c in COLUMNS}
@@ -163,7 +163,7 @@ def write_parquet(cols: dict[str, list[Any]], run_dir: Path) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from zabray.histories import SCHEMA
+    from zabray.client.histories import SCHEMA
 
     types = {"int": pa.int32(), "long": pa.int64(), "double": pa.float64(), "string": pa.string()}
     table = pa.table({c: pa.array(cols[c], type=types[t]) for c, t, _ in SCHEMA})
@@ -195,7 +195,7 @@ def main() -> None:
     from zabray.pipeline.linearizability import DEFAULT_BUDGET
 
     print(machine_line())
-    print(f"date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; command: "
+    print(f"date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; command: "
           f"python benchmarks/histories.py {' '.join(sys.argv[1:])}")
     print(f"search budget {DEFAULT_BUDGET:,} steps per key; reads searched: {args.reads}")
     print()

@@ -10,7 +10,7 @@ fsync on, traces on, membership auth on), every replica in its own process as a 
 be, with real TCP and real files. One client, a minimal pipelined ZooKeeper (jute) client,
 alternates single requests between the two: A, B, B, A, A, B... Only one build works at a time, so
 both see the same machine, whose CPU speed swings by up to 2x within seconds
-(``benchmarks/README.md``): a change of a few percent in the time of one write, invisible between
+(``benchmarks/results/notes-2026-11-24.md``): a change of a few percent in the time of one write, invisible between
 runs of ``zk_wire.py`` or ``zookeeper.py``, shows here. The ensemble started second ran a few
 percent slower whatever its build, so there are two sessions, the builds swapping places, and
 the ratio is the geometric mean of the two. Below the latencies it prints each build's CPU per
@@ -60,7 +60,7 @@ async def replica_main(spec: dict[str, Any]) -> None:
     """One replica in this process (the build on PYTHONPATH): its info on stdout, then its peers
     from stdin, then ``status`` lines answered with its status until stdin closes."""
     from actors.replica import ReplicaServer
-    from zabray.auth import Secret
+    from zabray.wire.auth import Secret
 
     s = ReplicaServer(ensemble=spec["name"], sid=spec["sid"], config=spec["config"], voters=[1, 2, 3],
                       observers=[], data_dir=spec["data_dir"], run_dir=spec["run_dir"],
@@ -214,7 +214,7 @@ async def run(args: argparse.Namespace) -> None:
     print(f"B/A p50: {first:.3f} with A in the first ensemble, {second:.3f} with B in it; "
           f"over both {(first * second) ** 0.5:.3f} (below 1: B is faster)")
     # CPU is the other signal: at one request in flight each write wakes every replica, and the
-    # three of them use more CPU than the write takes (benchmarks/README.md, twenty-second session).
+    # three of them use more CPU than the write takes (benchmarks/results/latency_ab-2026-11-26.md).
     writes = {tag: len(xs) for tag, xs in lat.items()}
     print(f"\nCPU per write, us (user + system, every thread of the replica; /proc ticks of "
           f"{1e6 / os.sysconf('SC_CLK_TCK'):.0f} us, so read it over many writes)")

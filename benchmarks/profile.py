@@ -142,7 +142,7 @@ def top_frames(raw: Path, k: int) -> tuple[int, list[tuple[str, float]], list[tu
 def apache_ledger(args: argparse.Namespace) -> None:
     """``--ledger`` for Apache ZooKeeper: the same Java client load on a follower (or the leader)
     of ``--replicas`` servers, writes counted from the leader's zxid (``srvr``)."""
-    from zabray import apache_zk
+    from zabray.driver import apache_zk
 
     print(f"Apache ZooKeeper 3.8 (Debian's package), forceSync on; {args.replicas} servers, {args.size} B values, "
           f"{args.in_flight} in flight, {args.seconds} s; ZooKeeper's Java client via a {args.via}")
@@ -206,8 +206,8 @@ def main() -> None:
     args = ap.parse_args()
 
     from zabray.config import EnsembleConfig
-    from zabray.ensemble import Ensemble
-    from zabray.workload import Workload
+    from zabray.driver.ensemble import Ensemble
+    from zabray.driver.workload import Workload
 
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not args.ledger and not Path(spy).exists():

@@ -24,10 +24,10 @@ from pathlib import Path
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from zabray.config import EnsembleConfig  # noqa: E402
-from zabray.ensemble import Ensemble  # noqa: E402
+from zabray.driver.ensemble import Ensemble  # noqa: E402
+from zabray.driver.workload import Workload, check_histories, percentile  # noqa: E402
 from zabray.experiments.machine import machine_line  # noqa: E402
-from zabray.tls import make_certs  # noqa: E402
-from zabray.workload import Workload, check_histories, percentile  # noqa: E402
+from zabray.net.tls import make_certs  # noqa: E402
 
 MODES = ("auth-off", "auth", "auth+tls")
 

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from actors.transport import PeerTransport
-from zabray.client import new_event_loop
+from zabray.client.broadcast import new_event_loop
 from zabray.experiments.machine import machine_line
 from zabray.protocol.events import ChannelId, Event, Received
 from zabray.protocol.messages import Ack, FollowerInfo, Proposal, Proposals, Txn, unbatch

@@ -70,9 +70,9 @@ def main() -> None:
     import ray
 
     from zabray.config import EnsembleConfig
-    from zabray.ensemble import Ensemble
+    from zabray.driver.ensemble import Ensemble
+    from zabray.driver.rayhead import unniced_workers
     from zabray.experiments.machine import machine_line
-    from zabray.rayhead import unniced_workers
 
     cfg = EnsembleConfig.load(None)
     print(machine_line())

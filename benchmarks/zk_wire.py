@@ -75,11 +75,11 @@ def main() -> None:
 
     import ray
 
-    from zabray import apache_zk
     from zabray.config import EnsembleConfig
-    from zabray.ensemble import Ensemble
+    from zabray.driver import apache_zk
+    from zabray.driver.ensemble import Ensemble
+    from zabray.driver.rayhead import unniced_workers
     from zabray.experiments.machine import machine_line
-    from zabray.rayhead import unniced_workers
 
     if not apache_zk.available():
         sys.exit("Apache ZooKeeper is not installed: run bin/bootstrap (it installs Debian's zookeeper)")

@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.dirname(_here))
 
 
 def _zabray_broadcast(ens: Any, in_flight: int, size: int, seconds: float, warmup: float) -> dict[str, Any]:
-    from zabray.workload import Workload, percentile
+    from zabray.driver.workload import Workload, percentile
 
     warm = Workload(ens, in_flight=in_flight, size=size).start()
     time.sleep(warmup)
@@ -99,11 +99,11 @@ def main() -> None:
 
     import ray
 
-    from zabray import apache_zk
     from zabray.config import EnsembleConfig
-    from zabray.ensemble import Ensemble
+    from zabray.driver import apache_zk
+    from zabray.driver.ensemble import Ensemble
+    from zabray.driver.rayhead import unniced_workers
     from zabray.experiments.machine import machine_line
-    from zabray.rayhead import unniced_workers
 
     if not apache_zk.available():
         sys.exit("Apache ZooKeeper is not installed: run bin/bootstrap (it installs Debian's zookeeper)")

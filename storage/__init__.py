@@ -1,9 +1,9 @@
-"""Durable storage for a replica: the store interface the core's persist actions need, an
-in-memory implementation for the simulator, and the on-disk implementation."""
+"""Durable storage on a replica's local disk: the transaction log, the epoch files and the
+snapshots (``DiskStore``), and a read-only view of a replica's directory (``diskview``).
 
-from storage.base import Store, apply_persists
+The store interface the core's persist actions need is ``zabray.protocol.store``; the
+simulator's in-memory store is ``zabray.sim.memstore``."""
+
 from storage.disk import DiskStore
-from storage.memory import MemoryStore
-from zabray.protocol.durable import DurableState
 
-__all__ = ["DurableState", "Store", "apply_persists", "MemoryStore", "DiskStore"]
+__all__ = ["DiskStore"]

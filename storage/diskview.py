@@ -31,7 +31,7 @@ from storage.segments import SegmentInfo, parse_segment_name, read_segment, read
 from storage.txnlog import is_spare, spare_number
 from zabray.errors import ConfigError, CorruptionError, StorageError
 from zabray.protocol.zxid import Zxid, fmt
-from zabray.trace import digest
+from zabray.trace.records import digest
 
 STORE_DIR = "store"
 INCARNATION_FILE = "incarnation"

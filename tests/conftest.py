@@ -2,6 +2,6 @@
 its workers at nice 0, as a Ray that ``zabray up`` or ``Ensemble.start`` starts does. A test of
 the other case (a cluster started without it) removes the variable for its own cluster."""
 
-from zabray.rayhead import unniced_workers
+from zabray.driver.rayhead import unniced_workers
 
 unniced_workers()

@@ -19,13 +19,13 @@ from zabray.errors import (
 from zabray.protocol.zxid import Zxid
 
 if TYPE_CHECKING:
-    from zabray.ensemble import Ensemble, ReplicaStatus
+    from zabray.driver.ensemble import Ensemble, ReplicaStatus
 
 
 def __getattr__(name: str) -> Any:
     # Lazy: the ensemble pulls in the actors' IO modules, which import zabray.errors themselves.
     if name in ("Ensemble", "ReplicaStatus"):
-        from zabray import ensemble
+        from zabray.driver import ensemble
 
         return getattr(ensemble, name)
     raise AttributeError(f"module 'zabray' has no attribute {name!r}")

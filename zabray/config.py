@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from zabray import yamlfile
 from zabray.errors import ConfigError
-from zabray.framing import DEFAULT_MAX_FRAME
 from zabray.protocol.protocol_config import ProtocolConfig
 from zabray.wire.four_letter import parse_words
+from zabray.wire.framing import DEFAULT_MAX_FRAME
 
 SNAP_CHUNK_MAX = DEFAULT_MAX_FRAME // 2
 """A SNAP part plus its message header must fit one peer frame with room to spare."""
@@ -55,6 +54,18 @@ class EnsembleConfig:
     """With ``service: zookeeper``: the base port of ZooKeeper's client protocol (kazoo, zkCli.sh,
     the Java client); replica sid listens on base + sid, 0 picks free ports (kept as
     ``client_port``'s are)."""
+    zk_secure_client_port: int = -1
+    """ZooKeeper's secureClientPort: a second ZooKeeper client port speaking TLS (base port as
+    ``zk_client_port``: replica sid listens on base + sid, 0 picks free ports), with the
+    certificate ``zk_tls_cert``/``zk_tls_key`` (default ``tls_cert``/``tls_key``). -1: none."""
+    zk_tls_ca: str = ""
+    zk_tls_cert: str = ""
+    zk_tls_key: str = ""
+    """The secure port's CA (clients' certificates must chain to it) and its own certificate and
+    key; empty: ``tls_ca``/``tls_cert``/``tls_key``."""
+    zk_tls_client_auth: str = "need"
+    """ZooKeeper's ssl.clientAuth on the secure port: need (a client certificate from
+    ``zk_tls_ca`` is required), want (checked if given) or none."""
     zk_min_session_timeout_ms: int = 1000
     zk_max_session_timeout_ms: int = 60000
     """The range a client's requested session timeout is clamped to (ZooKeeper's
@@ -72,6 +83,17 @@ class EnsembleConfig:
     """How often the leader deletes empty containers and expired TTL znodes (0: never)."""
     zk_super_digest: str = ""
     """``super:<base64 sha1>`` of ZooKeeper's superuser credential (empty: no superuser)."""
+    zk_sasl_jaas_file: str = ""
+    """A JAAS file in ZooKeeper's own format whose ``zk_sasl_jaas_section`` names
+    ``org.apache.zookeeper.server.auth.DigestLoginModule`` with ``user_<name>="<password>"``
+    options: clients authenticate with SASL DIGEST-MD5 as those users, and ACLs may name the
+    ``sasl`` scheme. Read by each replica on its node at start; the users and passwords never
+    appear in traces, status, logs or ``conf``. Empty: no SASL."""
+    zk_sasl_jaas_section: str = "Server"
+    """The JAAS section with the users (ZooKeeper's ``zookeeper.sasl.serverconfig``)."""
+    zk_read_only: bool = False
+    """A replica cut off from its quorum serves read-only sessions (kazoo's ``read_only=True``,
+    the Java client's ``canBeReadOnly``), as ZooKeeper does with ``readonlymode.enabled=true``."""
     data_dir: str = "/tmp/zabray/data"
     run_dir: str = "runs"
     trace: bool = True
@@ -110,12 +132,7 @@ class EnsembleConfig:
             data = dict(source)
         else:
             path = Path(source) if source is not None else DEFAULT_CONFIG
-            if not path.exists():
-                raise ConfigError(f"config file {path} does not exist")
-            try:
-                loaded = yaml.safe_load(path.read_text()) or {}
-            except yaml.YAMLError as e:
-                raise ConfigError(f"config file {path} is not valid YAML: {e}") from None
+            loaded = yamlfile.load(path, "config file") or {}
             if not isinstance(loaded, dict):
                 raise ConfigError(f"config file {path} must hold a mapping of keys to values")
             data = loaded
@@ -170,6 +187,21 @@ class EnsembleConfig:
             v = getattr(self, name)
             if not 0 <= v <= 65000:
                 out.append(f"config key {name!r} must be 0 (pick free ports) or a base port below 65000")
+        if not -1 <= self.zk_secure_client_port <= 65000:
+            out.append("config key 'zk_secure_client_port' must be -1 (none), 0 (pick free ports) or a base port "
+                       "below 65000")
+        if self.zk_secure_client_port >= 0:
+            if self.service != "zookeeper":
+                out.append("config key 'zk_secure_client_port' needs service: zookeeper")
+            missing = [k for k in ("cert", "key") if not (getattr(self, f"zk_tls_{k}") or getattr(self, f"tls_{k}"))]
+            if missing:
+                out.append(f"config key 'zk_secure_client_port' needs a certificate: set "
+                           f"{' and '.join(f'zk_tls_{k}' for k in missing)} (or tls_{missing[0]})")
+            if self.zk_tls_client_auth != "none" and not (self.zk_tls_ca or self.tls_ca):
+                out.append("config key 'zk_tls_client_auth' checks client certificates: set zk_tls_ca (or tls_ca), "
+                           "or zk_tls_client_auth: none")
+        if self.zk_tls_client_auth not in ("need", "want", "none"):
+            out.append(f"config key 'zk_tls_client_auth' must be need, want or none, got {self.zk_tls_client_auth!r}")
         if self.diff_window < 0:
             out.append("config key 'diff_window' must be >= 0")
         if not 1024 <= self.snap_chunk <= SNAP_CHUNK_MAX:
@@ -192,6 +224,10 @@ class EnsembleConfig:
             out.append(f"config key 'zk_four_letter_words': {e}")
         if self.zk_super_digest and not self.zk_super_digest.startswith("super:"):
             out.append("config key 'zk_super_digest' must look like super:<base64 sha1> (ZooKeeper's DigestAuthenticationProvider)")
+        if self.zk_sasl_jaas_file and self.service != "zookeeper":
+            out.append("config key 'zk_sasl_jaas_file' needs service: zookeeper (SASL is ZooKeeper's client protocol)")
+        if self.zk_read_only and self.service != "zookeeper":
+            out.append("config key 'zk_read_only' needs service: zookeeper")
         if not self.data_dir:
             out.append("config key 'data_dir' must name a directory")
         if self.secret_file and not self.auth:
@@ -203,6 +239,24 @@ class EnsembleConfig:
         if bool(self.tls_client_cert) != bool(self.tls_client_key):
             out.append("config keys 'tls_client_cert' and 'tls_client_key' go together; set both or neither")
         return out
+
+    def sasl_users(self) -> dict[str, str] | None:
+        """The DIGEST-MD5 users of ``zk_sasl_jaas_file`` (None without one). A ``ConfigError``
+        names the file and line of a mistake, never a password."""
+        if not self.zk_sasl_jaas_file:
+            return None
+        from zabray.zk.jaas import JaasError, digest_users
+
+        path = Path(self.zk_sasl_jaas_file)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            raise ConfigError(f"config key 'zk_sasl_jaas_file': cannot read {path}: {why}") from None
+        try:
+            return digest_users(text, str(path), self.zk_sasl_jaas_section)
+        except JaasError as e:
+            raise ConfigError(f"config key 'zk_sasl_jaas_file': {e}") from None
 
     def protocol(self, voters: frozenset[int], observers: frozenset[int]) -> ProtocolConfig:
         return ProtocolConfig(

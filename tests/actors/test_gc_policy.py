@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,8 @@ import pytest
 
 from actors import gc_policy
 from actors.replica import ReplicaServer
-from zabray.session import Session
+from tests.polling import until
+from zabray.client.session import Session
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -60,13 +60,6 @@ def test_recovered_and_snap_installed_trees_are_frozen(tmp_path: Path) -> None:
             finally:
                 s.close()
 
-        async def until(cond: Callable[[], bool], what: str) -> None:
-            for _ in range(600):
-                if cond():
-                    return
-                await asyncio.sleep(0.05)
-            raise AssertionError(f"timed out waiting for {what}")
-
         try:
             for sid in (1, 2, 3):
                 await start(sid)
@@ -78,11 +71,11 @@ def test_recovered_and_snap_installed_trees_are_frozen(tmp_path: Path) -> None:
             # With diff_window 0, a persisted snapshot raises the history's base to its zxid.
             def applied() -> set[int]:
                 return {int(s.node.applied) for s in servers.values() if s.node is not None}
-            await until(lambda: len(applied()) == 1 and len(servers) == 3, "every replica to apply every txn")
+            await until(lambda: len(applied()) == 1 and len(servers) == 3, what="every replica to apply every txn", timeout=30)
             for s in servers.values():
                 s.request_snapshot()
             await until(lambda: all(s.node is not None and s.node.history.base == s.node.applied
-                                    for s in servers.values()), "a snapshot of the whole tree on every replica")
+                                    for s in servers.values()), what="a snapshot of the whole tree on every replica", timeout=30)
             for s in servers.values():
                 await s.stop()
             servers.clear()
@@ -95,10 +88,10 @@ def test_recovered_and_snap_installed_trees_are_frozen(tmp_path: Path) -> None:
             # Replica 3 starts empty, and the leader's snapshot (diff_window 0) rebuilds it by SNAP.
             shutil.rmtree(tmp_path / "r3")
             await start(3)
-            await until(lambda: len(znodes(servers[3])) == 300, "replica 3 to get the tree by SNAP")
+            await until(lambda: len(znodes(servers[3])) == 300, what="replica 3 to get the tree by SNAP", timeout=30)
             assert sum(s.stats.get("sent_SNAP", 0) for s in servers.values()) >= 1
             # Frozen once the step that installed it has ended (a call_soon after it).
-            await until(lambda: scanned(znodes(servers[3])) == 0, "the installed tree to be frozen")
+            await until(lambda: scanned(znodes(servers[3])) == 0, what="the installed tree to be frozen", timeout=30)
         finally:
             for s in servers.values():
                 await s.stop()

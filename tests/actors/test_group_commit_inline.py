@@ -20,8 +20,9 @@ from actors import group_commit
 from actors.replica import ReplicaServer
 from storage.disk import DiskStore
 from storage.txnlog import TxnLog
-from zabray.client import EnsembleClient
-from zabray.keyfiles import new_secret
+from tests.polling import until
+from zabray.client.broadcast import EnsembleClient
+from zabray.net.keyfiles import new_secret
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -70,8 +71,8 @@ def test_snapshots_and_rollovers_run_on_the_io_thread_and_lone_appends_on_the_lo
         async with ensemble(tmp_path, secret, {"fsync": True, "snapshot_every": 20}) as (servers, client):
             for i in range(60):  # one at a time: each is a lone append on every replica
                 await client.submit(b"v%d" % i, timeout=30)
-            while sum(s.stats["snapshots_encoded"] for s in servers.values()) < 3 or not ran["save_snapshot"]:
-                await asyncio.sleep(0.01)
+            await until(lambda: sum(s.stats["snapshots_encoded"] for s in servers.values()) >= 3
+                        and bool(ran["save_snapshot"]), 40, "three snapshots encoded and one saved")
             # The first segment's creation was slow enough to send syncs to the IO thread for a
             # while (see the next test): write on until one runs on the loop again.
             while "loop" not in ran["sync"]:

@@ -14,16 +14,9 @@ import pytest
 
 from actors.replica import ReplicaServer
 from actors.stall_watch import StallWatch
+from tests.polling import until
 
 pytestmark = pytest.mark.timeout(60)
-
-
-async def _until(cond: object, what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 def hold_the_loop(seconds: float) -> None:
@@ -40,7 +33,7 @@ def test_a_held_loop_is_counted_and_logged_with_the_stack_that_held_it(caplog: p
             await asyncio.sleep(0.05)
             assert stats["loop_stalls"] == 0, "an idle loop is not a stall"
             asyncio.get_running_loop().call_soon(hold_the_loop, 0.4)
-            await _until(lambda: stats["loop_stalls"] >= 1, "the stall to be counted")
+            await until(lambda: stats["loop_stalls"] >= 1, what="the stall to be counted", timeout=10)
         finally:
             watch.stop()
 
@@ -84,10 +77,10 @@ def test_followers_log_why_they_went_looking(tmp_path: Path, caplog: pytest.LogC
         try:
             for s in servers.values():
                 s.set_peers({sid: tuple(i["quorum"]) for sid, i in infos.items()})
-            await _until(lambda: any(s.status().get("established") for s in servers.values()), "a leader", 30)
+            await until(lambda: any(s.status().get("established") for s in servers.values()), what="a leader", timeout=30)
             leader = next(sid for sid, s in servers.items() if s.status().get("established"))
             await servers.pop(leader).stop()
-            await _until(lambda: any(s.status().get("established") for s in servers.values()), "a new leader", 30)
+            await until(lambda: any(s.status().get("established") for s in servers.values()), what="a new leader", timeout=30)
         finally:
             for s in servers.values():
                 await s.stop()

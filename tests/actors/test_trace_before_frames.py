@@ -15,12 +15,12 @@ import pytest
 
 from actors.peer_conn import PeerConn
 from actors.replica import ReplicaServer
-from zabray.client import EnsembleClient
+from zabray.client.broadcast import EnsembleClient
 from zabray.errors import CodecError
-from zabray.framing import FrameDecoder
 from zabray.protocol.codec import decode
 from zabray.protocol.messages import Proposal, Proposals
-from zabray.trace import expand
+from zabray.trace.records import expand
+from zabray.wire.framing import FrameDecoder
 
 pytestmark = pytest.mark.timeout(120)
 

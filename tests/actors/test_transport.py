@@ -13,9 +13,8 @@ import msgpack
 import pytest
 
 from actors.transport import PeerTransport
-from zabray.auth import PEER, AuthFailed, Connector, Secret, _mac, _pack
+from tests.polling import until
 from zabray.errors import ConfigError
-from zabray.framing import KIND_CHANNEL, KIND_ELECTION, FrameDecoder, Handshake, frame
 from zabray.protocol.codec import encode
 from zabray.protocol.events import ChannelClosed, ChannelId, Event, Notified, Received
 from zabray.protocol.messages import (
@@ -35,6 +34,8 @@ from zabray.protocol.messages import (
     unbatch,
 )
 from zabray.protocol.zxid import Zxid
+from zabray.wire.auth import PEER, AuthFailed, Connector, Secret, _mac, _pack
+from zabray.wire.framing import KIND_CHANNEL, KIND_ELECTION, FrameDecoder, Handshake, frame
 
 ENS = "test-ens"
 WAIT = 10.0
@@ -76,7 +77,7 @@ class Node:
 
         try:
             await asyncio.wait_for(loop(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise AssertionError(f"sid {self.sid}: timed out waiting for {what or pred}") from None
 
     def received(self, ch: ChannelId) -> list[Any]:
@@ -167,16 +168,8 @@ async def closed_by_peer(r: asyncio.StreamReader) -> bool:
 
 
 async def poll(pred: Callable[[], bool], what: str) -> None:
-    """Wait for a condition that no event announces (a counter), checking every few ms."""
-
-    async def loop() -> None:
-        while not pred():
-            await asyncio.sleep(0.005)
-
-    try:
-        await asyncio.wait_for(loop(), WAIT)
-    except asyncio.TimeoutError:
-        raise AssertionError(f"timed out waiting for {what}") from None
+    """Wait for a condition that no event announces (a counter)."""
+    await until(pred, WAIT, what, interval=0.005)
 
 
 def hs_channel(ch: ChannelId, sid: int | None = None, ensemble: str = ENS) -> bytes:

@@ -24,12 +24,12 @@ from tests.actors.test_transport import (
     run,
     stop_all,
 )
-from zabray.auth import PEER, Acceptor
-from zabray.framing import KIND_ELECTION, FrameDecoder, Handshake, frame
 from zabray.protocol.codec import encode
 from zabray.protocol.events import ChannelId, Received
 from zabray.protocol.messages import Ack, Commit, NewLeader, Notification, Ping, Trunc
 from zabray.protocol.zxid import Zxid
+from zabray.wire.auth import PEER, Acceptor
+from zabray.wire.framing import KIND_ELECTION, FrameDecoder, Handshake, frame
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -188,7 +188,7 @@ def test_members_with_the_secret_still_talk_and_others_are_alone() -> None:
 
 def test_mutual_tls_between_transports_refuses_plaintext_and_foreign_certificates(tmp_path) -> None:
     from zabray.config import EnsembleConfig
-    from zabray.tls import client_context, make_certs, server_context
+    from zabray.net.tls import client_context, make_certs, server_context
 
     make_certs(tmp_path / "ca", ["node"])
     make_certs(tmp_path / "other", ["node"])

@@ -1,4 +1,4 @@
-"""The pure challenge-response (``zabray.auth``): who passes, who is refused, and replays."""
+"""The pure challenge-response (``zabray.wire.auth``): who passes, who is refused, and replays."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pickle
 
 import pytest
 
-from zabray.auth import CLIENT, PEER, Acceptor, AuthFailed, Connector, Secret, is_auth_frame
 from zabray.errors import ConfigError
+from zabray.wire.auth import CLIENT, PEER, Acceptor, AuthFailed, Connector, Secret, is_auth_frame
 
 K = Secret(b"k" * 32)
 OTHER = Secret(b"o" * 32)
@@ -52,7 +52,7 @@ def test_acceptor_refuses_a_connector_without_the_secret() -> None:
     with pytest.raises(AuthFailed):
         c.proof(chal)
     # ... and a proof forged with the wrong key fails at the acceptor.
-    from zabray.auth import _mac, _pack
+    from zabray.wire.auth import _mac, _pack
 
     forged = _pack("PROOF", _mac(OTHER, b"connector", CTX, nonce(1), nonce(2)))
     with pytest.raises(AuthFailed, match="does not match"):

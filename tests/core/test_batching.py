@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from zabray.batching import Outbox
+from zabray.net.batching import Outbox
 
 
 class Conn:

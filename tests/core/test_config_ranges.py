@@ -6,7 +6,7 @@ import pytest
 
 from zabray.config import SNAP_CHUNK_MAX, EnsembleConfig
 from zabray.errors import ConfigError
-from zabray.framing import DEFAULT_MAX_FRAME
+from zabray.wire.framing import DEFAULT_MAX_FRAME
 
 
 def test_snap_chunk_reaches_the_protocol() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from actors.faultpoints import ReplicaFaults
-from zabray.crashpoints import CrashPoint, crash_points
 from zabray.errors import ConfigError
+from zabray.replay.crashpoints import CrashPoint, crash_points
 
 
 def test_the_shapes_the_api_takes() -> None:

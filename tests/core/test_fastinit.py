@@ -15,8 +15,8 @@ import pytest
 from zabray.fastinit import fast_init
 
 MODULES = ["zabray.protocol.messages", "zabray.protocol.events", "zabray.protocol.actions", "zabray.tree.records",
-           "zabray.tree.znode", "zabray.tree.datatree", "zabray.zk.messages", "zabray.wire.zkproto", "zabray.trace",
-           "zabray.clientproto"]
+           "zabray.tree.znode", "zabray.tree.datatree", "zabray.zk.messages", "zabray.wire.zkproto", "zabray.trace.records",
+           "zabray.wire.clientproto"]
 
 
 def changed() -> list[type]:

@@ -10,7 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zabray.errors import CodecError
-from zabray.framing import (
+from zabray.protocol.codec import decode, encode
+from zabray.protocol.events import ChannelId
+from zabray.protocol.messages import Ack, Commit, Diff, Proposal, Txn
+from zabray.protocol.zxid import Zxid
+from zabray.wire.framing import (
     HEADER_SIZE,
     KIND_CHANNEL,
     KIND_ELECTION,
@@ -21,10 +25,6 @@ from zabray.framing import (
     encode_frames,
     frame,
 )
-from zabray.protocol.codec import decode, encode
-from zabray.protocol.events import ChannelId
-from zabray.protocol.messages import Ack, Commit, Diff, Proposal, Txn
-from zabray.protocol.zxid import Zxid
 
 
 def _msgs(n: int) -> list:

@@ -1,4 +1,4 @@
-"""Message holds without Ray: the pattern (zabray.holds) and one sender's per-channel queues
+"""Message holds without Ray: the pattern (zabray.replay.holds) and one sender's per-channel queues
 (actors.holds): FIFO per channel, release by count and hold, death with the channel."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import pytest
 
 from actors.holds import ChannelHolds
 from zabray.errors import ConfigError
-from zabray.holds import HOLDABLE, carried_zxid, parse_zxid, pattern
 from zabray.protocol.actions import Send
 from zabray.protocol.events import ChannelId
 from zabray.protocol.messages import Ack, Commit, NewLeader, Notification, Ping, Proposal, Txn, UpToDate
 from zabray.protocol.zxid import Zxid
+from zabray.replay.holds import HOLDABLE, carried_zxid, parse_zxid, pattern
 
 CH2 = ChannelId(2, 1, 0, 3)  # leader 1 <-> learner 2
 CH3 = ChannelId(3, 1, 0, 5)

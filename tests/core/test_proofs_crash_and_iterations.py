@@ -1,4 +1,4 @@
-"""The proofs of ZOOKEEPER-4643, 4646 and 4712's preconditions (zabray/proofs.py) on hand-built
+"""The proofs of ZOOKEEPER-4643, 4646 and 4712's preconditions (zabray/replay/proofs.py) on hand-built
 trace rows: each proves the moment it names, and refuses rows that miss one part of it; and the
 scenario condition ``epoch`` (a replica's epochs on disk) is validated like the others."""
 
@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from zabray.errors import ConfigError
-from zabray.proofs import PROOFS
 from zabray.protocol.zxid import Zxid
-from zabray.scenario_spec import parse
+from zabray.replay.proofs import PROOFS
+from zabray.replay.scenario import parse
 
 Z5, Z25 = int(Zxid.of(1, 5)), int(Zxid.of(1, 25))
 

@@ -1,4 +1,4 @@
-"""The proofs of ZOOKEEPER-3911, 2845 and 1154's preconditions (zabray.proofs), on hand-built
+"""The proofs of ZOOKEEPER-3911, 2845 and 1154's preconditions (zabray.replay.proofs), on hand-built
 trace rows: each holds on the interleaving it names and fails on a near miss, so a scenario's
 proof can fail."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from zabray.proofs import PROOFS, truncated_after_absence, truncated_without_restart, uncommitted_diff
 from zabray.protocol.zxid import Zxid
+from zabray.replay.proofs import PROOFS, truncated_after_absence, truncated_without_restart, uncommitted_diff
 
 B, P, N = int(Zxid.of(1, 3)), int(Zxid.of(1, 4)), int(Zxid.of(2, 1))
 

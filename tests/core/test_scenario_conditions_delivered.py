@@ -1,5 +1,5 @@
 """The ``delivered`` condition and ``held`` with ``as`` (a zxid named from held packets) are
-validated without Ray (zabray.scenario_spec)."""
+validated without Ray (zabray.replay.scenario)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from zabray.errors import ConfigError
 from zabray.protocol.zxid import Zxid
-from zabray.scenario_spec import parse
+from zabray.replay.scenario import parse
 
 
 def base(*steps: Any) -> dict[str, Any]:

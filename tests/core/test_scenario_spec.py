@@ -1,5 +1,5 @@
 """Scenario files are validated without Ray: every shipped scenario parses, and a bad one fails
-with one line naming the step and the key (zabray.scenario_spec)."""
+with one line naming the step and the key (zabray.replay.scenario)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from zabray.errors import ConfigError
-from zabray.proofs import ack_during_sync, elections, proposal_during_sync
 from zabray.protocol.zxid import Zxid
-from zabray.scenario_spec import load, parse
+from zabray.replay.proofs import ack_during_sync, elections, proposal_during_sync
+from zabray.replay.scenario import load, parse
 
 SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "configs" / "scenarios").glob("*.yaml"))
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from zabray import schedule
 from zabray.errors import ConfigError
+from zabray.replay import schedule
 
 BAD: list[tuple[Any, str]] = [
     ({"random": {"stepz": 3}}, "random: unknown key 'stepz'"),
@@ -57,7 +57,7 @@ def test_faults_run_refuses_a_bad_in_flight_before_finding_an_ensemble(
 ) -> None:
     # `--in-flight 0` ran the schedule's own 100 in flight without a word; `-5` was refused only
     # by the workload, once an ensemble had been found. (No Ray here: RAY_TMPDIR is empty.)
-    from zabray.cli import main
+    from zabray.cli.main import main
 
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
@@ -71,7 +71,7 @@ def test_faults_run_with_no_ray_cluster_says_so_and_starts_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # It started a Ray instance of its own, then reported that no ensemble ran "in this Ray cluster".
-    from zabray.cli import main
+    from zabray.cli.main import main
 
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
     monkeypatch.delenv("RAY_ADDRESS", raising=False)

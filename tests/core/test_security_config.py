@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from zabray.cli import main
+from zabray.cli.main import main
 from zabray.config import EnsembleConfig
 from zabray.errors import ConfigError
-from zabray.keyfiles import read_secret, write_secret
-from zabray.tls import client_context, make_certs, server_context
+from zabray.net.keyfiles import read_secret, write_secret
+from zabray.net.tls import client_context, make_certs, server_context
 
 
 def test_secret_file_round_trip_and_refusals(tmp_path: Path) -> None:
@@ -53,7 +53,7 @@ def test_security_config_keys_are_validated() -> None:
 
 
 def test_start_refuses_a_bad_secret_file_before_touching_ray(tmp_path: Path) -> None:
-    from zabray.ensemble import Ensemble
+    from zabray.driver.ensemble import Ensemble
 
     p = tmp_path / "s"
     p.write_text("00" * 32)
@@ -104,3 +104,26 @@ def test_cli_says_in_one_line_where_it_cannot_write(tmp_path: Path, capsys: pyte
     assert len(err) == 2, err
     assert err[0].startswith(f"zabray secret: cannot write a secret to {tmp_path / 'file' / 'sec'}: "), err
     assert err[1].startswith(f"zabray certs: cannot make the certificate directory {tmp_path / 'file' / 'tls'}: "), err
+
+
+def test_the_secure_zookeeper_port_needs_its_files_and_loads_them(tmp_path: Path) -> None:
+    from zabray.net.tls import zk_secure_context
+
+    with pytest.raises(ConfigError, match="zk_secure_client_port' needs a certificate"):
+        EnsembleConfig.load(None, service="zookeeper", zk_secure_client_port=0)
+    with pytest.raises(ConfigError, match="zk_tls_client_auth' checks client certificates"):
+        EnsembleConfig.load(None, service="zookeeper", zk_secure_client_port=0, zk_tls_cert="c", zk_tls_key="k")
+    with pytest.raises(ConfigError, match="must be need, want or none"):
+        EnsembleConfig.load(None, service="zookeeper", zk_tls_client_auth="maybe")
+    with pytest.raises(ConfigError, match="zk_secure_client_port' needs service: zookeeper"):
+        EnsembleConfig.load(None, zk_secure_client_port=0, tls_cert="c", tls_key="k", zk_tls_client_auth="none")
+    assert zk_secure_context(EnsembleConfig.load(None, service="zookeeper")) is None  # -1: no such port
+    make_certs(tmp_path, ["r"])
+    cfg = EnsembleConfig.load(None, service="zookeeper", zk_secure_client_port=0, zk_tls_ca=str(tmp_path / "ca.pem"),
+                              zk_tls_cert=str(tmp_path / "r.pem"), zk_tls_key=str(tmp_path / "r.key"))
+    ctx = zk_secure_context(cfg)
+    assert ctx is not None and ctx.verify_mode.name == "CERT_REQUIRED"
+    missing = EnsembleConfig.load(None, service="zookeeper", zk_secure_client_port=0, zk_tls_client_auth="none",
+                                  zk_tls_cert=str(tmp_path / "nope.pem"), zk_tls_key=str(tmp_path / "r.key"))
+    with pytest.raises(ConfigError, match="zk_tls_cert.*does not exist"):
+        zk_secure_context(missing)

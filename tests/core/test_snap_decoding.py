@@ -14,6 +14,7 @@ from zabray.protocol import actions as a
 from zabray.protocol import messages as m
 from zabray.protocol.events import ChannelId, Persisted, Received, SnapshotDecoded, Tick
 from zabray.protocol.node import Node
+from zabray.protocol.role import Phase
 from zabray.protocol.zxid import Zxid
 
 STATE = msgpack.packb([Zxid.of(4, 7), 7, b"\1" * 16])
@@ -119,4 +120,4 @@ def test_a_leader_not_yet_established_pings_learners_it_has_synced() -> None:
     out = n.step(Received(ch, m.AckEpoch(3, Zxid.of(3, 6), True)))
     assert m.NewLeader(4, Zxid.of(3, 6)) in sent(out)
     pings = [x for _ in range(CFG.ping_interval) for x in sent(n.step(Tick()))]
-    assert pings == [m.Ping(Zxid(0))] and n.role.phase_name() != "broadcast"
+    assert pings == [m.Ping(Zxid(0))] and n.role.phase is not Phase.BROADCAST

@@ -1,11 +1,11 @@
 """The exact message orders of ZOOKEEPER-4394 and ZOOKEEPER-4685, fed to one core by hand.
 
 On a real ensemble zabray never produces them (configs/scenarios replays the nearest orders it
-allows; README "Replaying bugs"): its leader sends no COMMIT between NEWLEADER and UPTODATE, and
-its follower's ACKs leave after its ACK of NEWLEADER on one FIFO channel. Here each side gets the
-exact order anyway, to pin down what it would do: the learner takes a COMMIT inside its sync
-window without delivering early or twice (4394), and the leader ignores an ACK from a learner
-still syncing instead of giving up leadership (4685)."""
+allows; docs/replay.md, "The two sync-window bugs in detail"): its leader sends no COMMIT
+between NEWLEADER and UPTODATE, and its follower's ACKs leave after its ACK of NEWLEADER on one
+FIFO channel. Here each side gets the exact order anyway, to pin down what it would do: the
+learner takes a COMMIT inside its sync window without delivering early or twice (4394), and the
+leader ignores an ACK from a learner still syncing instead of giving up leadership (4685)."""
 
 from __future__ import annotations
 

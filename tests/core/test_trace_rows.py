@@ -12,8 +12,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zabray import trace
 from zabray.protocol.messages import Zxid
+from zabray.trace import records as trace
+from zabray.trace.writer import TraceWriter
 
 ints = st.integers(min_value=0, max_value=2**32 - 1)
 times = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(min_value=0, max_value=2**40))
@@ -25,7 +26,7 @@ def _read(buf: io.StringIO) -> list[dict[str, Any]]:
     return [r for line in buf.getvalue().splitlines() for r in trace.expand(json.loads(line))]
 
 
-def _in_a_loop(w: trace.TraceWriter, *records: tuple[Any, float]) -> None:
+def _in_a_loop(w: TraceWriter, *records: tuple[Any, float]) -> None:
     """Write ``records`` in one turn of a running loop (where rows are gathered into runs)."""
     async def main() -> None:
         for rec, t in records:
@@ -44,7 +45,7 @@ def test_a_txn_row_reads_back_as_json_dumps_would_write_it(kind: type, epoch: in
         digests = digests[:1]
     record = kind(epoch, Zxid.of(epoch, counter), tuple(digests) if kind is trace.Delivered else digests[0])
     buf = io.StringIO()
-    w = trace.TraceWriter(buf, run=run, src=src, replica=replica, inc=inc)
+    w = TraceWriter(buf, run=run, src=src, replica=replica, inc=inc)
     if loop:
         _in_a_loop(w, (record, t))
     else:
@@ -61,7 +62,7 @@ def test_a_txn_row_reads_back_as_json_dumps_would_write_it(kind: type, epoch: in
 
 def test_other_rows_are_written_whole() -> None:
     buf = io.StringIO()
-    w = trace.TraceWriter(buf, run="r", src="replica-1", replica=1, inc=2)
+    w = TraceWriter(buf, run="r", src="replica-1", replica=1, inc=2)
     w.write(trace.StateChange("LEADING", 3, 1), 1.5)
     w.write(trace.Fault("kill", "2", 1.0, None), 2.0)
     rows = [json.loads(x) for x in buf.getvalue().splitlines()]
@@ -83,7 +84,7 @@ def test_run_rows_expand_to_the_records_written_in_order(steps: list[tuple[str, 
     want: list[tuple[Any, ...]] = []
 
     async def main() -> None:
-        w = trace.TraceWriter(buf, run="r", src="replica-1", replica=1, inc=0)
+        w = TraceWriter(buf, run="r", src="replica-1", replica=1, inc=0)
         cls: type = trace.Delivered
         epoch, counter, t = 1, 0, 100.0
         for what, digest in steps:
@@ -117,7 +118,7 @@ def test_a_turns_consecutive_deliveries_are_one_row_and_reach_the_file_by_its_en
     buf = io.StringIO()
 
     async def main() -> None:
-        w = trace.TraceWriter(buf, run="r", src="replica-2", replica=2, inc=1)
+        w = TraceWriter(buf, run="r", src="replica-2", replica=2, inc=1)
         w.write(trace.Delivered(3, Zxid.of(3, 1), tuple(trace.digest(b"%d" % c) for c in range(1, 51))), 8.0)
         w.write(trace.Delivered(3, Zxid.of(3, 51), tuple(trace.digest(b"%d" % c) for c in range(51, 101))), 9.0)
         w.write(trace.Proposed(3, Zxid.of(3, 101), trace.digest(b"p")), 200.0)

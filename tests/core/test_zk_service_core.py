@@ -201,3 +201,37 @@ def test_requests_behind_a_failed_connect_are_answered_as_without_a_session() ->
     h.feed(zm.StepEnd())
     reps = h.replies(1)
     assert [(r.xid, r.error.code if r.error else None) for r in reps] == [(0, "NOT_READY"), (2, "NOT_READY")]
+
+
+def test_a_request_with_a_null_field_is_bad_arguments_naming_the_field() -> None:
+    # jute encodes null strings: a Create whose path is null, or a GetData of a null path, is the
+    # client's mistake, answered BAD_ARGUMENTS as ZooKeeper answers it, before the tree runs.
+    h = Harness()
+    h.session()
+    h.feed(zm.ClientRequest(1, 2, zm.Create(None, b"x")))  # type: ignore[arg-type]
+    h.feed(zm.ClientRequest(1, 3, zm.GetData(None)))  # type: ignore[arg-type]
+    h.commit()
+    bad = [r for r in h.replies(1) if r.xid in (2, 3)]
+    assert [(r.xid, r.error.code if r.error else None) for r in bad] == [(2, "BAD_ARGUMENTS"), (3, "BAD_ARGUMENTS")]
+    assert all(r.error is not None and "path is NoneType" in r.error.message for r in bad)
+    assert "/a" not in h.tree.children("/")
+
+
+def test_an_exception_inside_the_tree_is_a_bug_not_a_client_error(monkeypatch: Any) -> None:
+    # A well-typed request that makes the tree raise is zabray's bug: it leaves the service
+    # (the replica's shell logs it with its stack and closes the connection), never a reply.
+    from zabray.tree import ops
+
+    def broken(*args: Any, **kwargs: Any) -> bytes:
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(ops, "set_data", broken)
+    h = Harness()
+    h.session()
+    try:
+        h.feed(zm.ClientRequest(1, 2, zm.SetData("/", b"x", -1)))
+    except KeyError:
+        pass
+    else:
+        raise AssertionError("the tree's KeyError was turned into a reply")
+    assert not [r for r in h.replies(1) if r.xid == 2]

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from zabray.ensemble import Ensemble
-from zabray.workload import check_histories
+from tests.polling import wait_until  # noqa: F401  (re-exported to the modules that import it from here)
+from zabray.driver.ensemble import Ensemble
+from zabray.driver.workload import check_histories
 
 pytestmark = pytest.mark.ray
 
@@ -111,14 +112,6 @@ def shared3(_shared_slot: dict[str, Ensemble], request: pytest.FixtureRequest,
     ens.heal()
     for sid in ens.info["voters"]:
         ens.arm_crashes(sid, [])
-
-
-def wait_until(cond: Callable[[], bool], timeout: float = 30, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
 
 
 def converged(ens: Ensemble, sids: list[int] | None = None) -> bool:

@@ -10,9 +10,9 @@ import msgpack
 import pytest
 
 from tests.ensemble.conftest import assert_no_loss, converged, wait_until
-from zabray import trace
 from zabray.errors import CodecError
-from zabray.framing import DEFAULT_MAX_FRAME, frame
+from zabray.trace import records as trace
+from zabray.wire.framing import DEFAULT_MAX_FRAME, frame
 
 pytestmark = pytest.mark.ray
 
@@ -57,7 +57,7 @@ def test_hostile_frames_drop_only_their_connection_and_lose_nothing(start) -> No
             assert blast(quorum, payload), f"replica {sid} kept a quorum connection after {name}"
             assert blast(client, payload), f"replica {sid} kept a client connection after {name}"
         # A well-framed client request with a malformed body is dropped too.
-        from zabray import clientproto as cp
+        from zabray.wire import clientproto as cp
 
         hello = frame(cp.handshake(ens.name))
         assert blast(client, hello + frame(msgpack.packb(["SUBMIT", -1, "not bytes"])))

@@ -13,15 +13,15 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
-from zabray.rayhead import _running
+from tests.polling import wait_until
+from zabray.driver.rayhead import _running
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
-ZABRAY = [sys.executable, "-m", "zabray.cli"]
+ZABRAY = [sys.executable, "-m", "zabray.cli.main"]
 
 
 def run(*args: str, env: dict[str, str], check: int | None = 0, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -38,10 +38,8 @@ def free_port() -> int:
 
 
 def wait_status(name: str, env: dict[str, str], want: int = 0, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while run("status", "--name", name, env=env, check=None).returncode != want:
-        assert time.monotonic() < deadline, f"status of {name} never returned {want}"
-        time.sleep(0.2)
+    wait_until(lambda: run("status", "--name", name, env=env, check=None).returncode == want, timeout,
+               f"`zabray status --name {name}` to exit {want}", interval=0.2)
 
 
 def processes_naming(text: str) -> dict[int, str]:
@@ -139,15 +137,33 @@ def test_cli_up_twice_status_faults_errors_down(tmp_path: Path) -> None:
         assert "no ensemble named 'no-such-ensemble'" in missing.stderr
         running = missing.stderr.partition("running here: ")[2]  # names what to pass instead
         assert "'cli'" in running and "'zk'" in running
+        # Without --name and with two ensembles (none called 'default'): the error lists them.
+        several = run("status", env=env, check=1)
+        assert several.stderr.strip().splitlines() == [
+            "zabray status: NotRunningError: 2 ensembles are running, none named 'default': 'cli', 'zk'; "
+            "pick one with --name"]
+        # Ray's own temp dir, passed through: another one holds no head, so nothing runs there.
+        other = tempfile.mkdtemp(prefix="zo", dir="/tmp")
+        try:
+            elsewhere = run("--temp-dir", other, "status", env=env, check=1)
+            assert "no Ray cluster is running" in elsewhere.stderr, elsewhere.stderr
+        finally:
+            shutil.rmtree(other, ignore_errors=True)
 
         assert list((data / "cli").iterdir())
         assert "wiped 3 data directories" in run("down", "--name", "cli", "--wipe", env=env).stdout
         assert not (data / "cli").exists()
+        # One ensemble left: a command without --name takes it, and says which it took.
+        only = run("status", env=env)
+        assert "LEADING" in only.stdout and only.stderr.strip() == "zabray status: ensemble 'zk', the only one running"
         # Ray's client server names the head only by its address, and `ray start` leaves it an
         # orphan: it was left running, holding its port, after the rest of the head had gone.
         client_server = processes_naming(f"--address={head}")
         assert client_server, "the head's Ray client server was not found"
-        stopped = run("down", "--name", "zk", "--stop-ray", env=env)
+        assert "ensemble 'zk' stopped" in run("down", env=env).stdout
+        # No ensemble left: `down --stop-ray` stops the head all the same, and that is success.
+        stopped = run("down", "--stop-ray", env=env)
+        assert stopped.stdout.startswith("no ensemble to stop: ") and "none is running here" in stopped.stdout
         assert "stopped the Ray head" in stopped.stdout and "Traceback" not in stopped.stderr
         assert not [pid for pid in client_server if _running(pid)], client_server
         gone = run("status", "--name", "zk", env=env, check=1)
@@ -158,7 +174,7 @@ def test_cli_up_twice_status_faults_errors_down(tmp_path: Path) -> None:
 
 
 def test_bad_config_names_every_bad_key_and_sim_exits_2(tmp_path: Path) -> None:
-    from zabray.cli import main
+    from zabray.cli.main import main
     from zabray.config import EnsembleConfig
     from zabray.errors import ConfigError
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from zabray.demo import run_demo
+from zabray.driver.demo import run_demo
 
 pytestmark = pytest.mark.ray
 
@@ -18,6 +18,7 @@ def test_demo_cleans_up_unless_asked_to_keep(ray_local, tmp_path: Path, monkeypa
     assert run_demo(seconds=1.0, in_flight=20, keep=keep) == 0
     out = capsys.readouterr().out
     assert "nothing acknowledged was lost" in out
+    assert "of unknown outcome (in flight when their replica lost its leader" in out
     left = list(tmp_path.glob("zabray-demo-*"))
     if not keep:
         assert left == [] and "cleaned up" in out
@@ -31,7 +32,7 @@ def test_demo_cleans_up_unless_asked_to_keep(ray_local, tmp_path: Path, monkeypa
 def test_demo_refuses_bad_arguments_before_starting_anything(argv: list[str], capsys) -> None:
     # `--seconds -1` was a ValueError from time.sleep once the ensemble was up and writing;
     # `--in-flight 0` a bare ZabError (exit 1) at the same point.
-    from zabray.cli import main
+    from zabray.cli.main import main
 
     assert main(["demo", *argv]) == 2
     out = capsys.readouterr()

@@ -7,9 +7,9 @@ import time
 import pytest
 
 from tests.ensemble.conftest import assert_no_loss, converged, wait_until
-from zabray import trace
+from zabray.driver.workload import Workload
 from zabray.errors import ConfigError
-from zabray.workload import Workload
+from zabray.trace import records as trace
 
 pytestmark = pytest.mark.ray
 
@@ -26,7 +26,7 @@ def test_a_leader_is_elected_and_1000_values_commit_in_order_everywhere(start, r
     want = [(z, trace.digest(v)) for z, v in zip(zxids, values, strict=True)]
     for sid, hist in ens.histories().items():
         assert hist[-1000:] == want, f"replica {sid} delivered something else"
-    # A latency-bound server, not one of Ray's nice-15 workers (zabray.rayhead.unniced_workers).
+    # A latency-bound server, not one of Ray's nice-15 workers (zabray.driver.rayhead.unniced_workers).
     assert {s.sid: s.raw["nice"] for s in ens.status()} == {sid: 0 for sid in range(1, replicas + 1)}
 
 
@@ -98,7 +98,7 @@ def test_a_leader_partitioned_into_a_minority_steps_down_and_its_lone_proposals_
     others = [s.sid for s in ens.status() if s.sid != leader]
     ens.partition([leader], others)
     # Writes sent straight to the isolated leader: it logs them, nobody acks them.
-    from zabray.client import EnsembleClient, LoopThread
+    from zabray.client.broadcast import EnsembleClient, LoopThread
 
     loop = LoopThread()
     lone = EnsembleClient(ens.name, {leader: tuple(ens.info["clients"][leader])}, secret=ens._secret)
@@ -159,7 +159,7 @@ def test_a_replica_behind_the_leaders_snapshot_is_rebuilt_by_snap(start) -> None
 
 
 def test_a_bad_config_fails_at_start_naming_the_key(ray_local) -> None:
-    from zabray.ensemble import Ensemble
+    from zabray.driver.ensemble import Ensemble
 
     with pytest.raises(ConfigError, match="tick_ms"):
         Ensemble.start(3, name="bad", tick_ms=0)

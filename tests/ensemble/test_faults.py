@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 
 from tests.ensemble.conftest import assert_no_loss, converged, wait_until
-from zabray import schedule
+from zabray.driver.workload import Workload
 from zabray.errors import ConfigError, NoQuorumError, NotRunningError, UncertainOutcomeError
-from zabray.tracefiles import fault_rows
-from zabray.workload import Workload
+from zabray.replay import schedule
+from zabray.trace.files import fault_rows
 
 pytestmark = pytest.mark.ray
 
@@ -300,8 +300,8 @@ def test_a_wiped_follower_cannot_help_elect_a_leader_without_an_acknowledged_wri
 def test_the_fault_injector_starts_at_the_first_fault_serves_every_handle_and_stops_with_the_ensemble(start) -> None:  # type: ignore[no-untyped-def]
     import ray
 
-    from zabray.actor_names import injector_name
-    from zabray.ensemble import NAMESPACE, Ensemble
+    from actors.names import injector_name
+    from zabray.driver.ensemble import NAMESPACE, Ensemble
 
     def injector_up() -> bool:
         try:

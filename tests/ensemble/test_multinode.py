@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.ensemble.conftest import converged, wait_until
-from zabray.ensemble import Ensemble
+from zabray.driver.ensemble import Ensemble
+from zabray.driver.rayhead import WORKER_NICENESS
 from zabray.errors import NotRunningError
-from zabray.rayhead import WORKER_NICENESS
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -11,9 +11,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
-from zabray.rayhead import _running
+from tests.polling import wait_until
+from zabray.driver.rayhead import _running
 
 
 def test_a_zombie_is_not_running_and_a_live_process_is() -> None:
@@ -21,10 +21,7 @@ def test_a_zombie_is_not_running_and_a_live_process_is() -> None:
     try:
         assert _running(child.pid)
         os.kill(child.pid, signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while _running(child.pid):  # killed, not yet reaped: a zombie
-            assert time.monotonic() < deadline, "the killed child never became a zombie"
-            time.sleep(0.01)
+        wait_until(lambda: not _running(child.pid), 30, "the killed child to be a zombie")  # killed, not reaped
         with open(f"/proc/{child.pid}/stat") as f:
             assert f.read().rsplit(")", 1)[-1].split()[0] == "Z"  # still in /proc: it was the zombie
     finally:
@@ -40,8 +37,8 @@ def test_starting_a_head_on_a_taken_port_says_how_to_join_it_instead() -> None:
 
     import pytest
 
+    from zabray.driver.rayhead import start_head
     from zabray.errors import NotRunningError
-    from zabray.rayhead import start_head
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from zabray.cli import main as cli_main
-from zabray.scenario import run
-from zabray.scenario_spec import load
-from zabray.tracefiles import fault_rows, message_rows
+from zabray.cli.main import main as cli_main
+from zabray.driver.scenario import run
+from zabray.replay.scenario import load
+from zabray.trace.files import fault_rows, message_rows
 
 pytestmark = pytest.mark.ray
 

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from tests.ensemble.conftest import start  # noqa: F401
+from zabray.cli.faults import run_under_load
 from zabray.errors import ConfigError
-from zabray.faults_cli import run_under_load
 
 pytestmark = pytest.mark.ray
 SCHEDULES = sorted((Path(__file__).resolve().parents[2] / "configs" / "faults").glob("*.yaml"))

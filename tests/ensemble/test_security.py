@@ -18,14 +18,14 @@ import pytest
 
 from actors.replica import ReplicaServer
 from tests.ensemble.conftest import assert_no_loss, converged, wait_until
-from zabray.auth import PEER, AuthFailed, Connector, Secret, _mac, _pack
-from zabray.framing import KIND_CHANNEL, KIND_ELECTION, FrameDecoder, Handshake, frame
-from zabray.keyfiles import new_secret
+from zabray.driver.workload import Workload
+from zabray.net.keyfiles import new_secret
 from zabray.protocol.codec import encode
 from zabray.protocol.events import ChannelId
 from zabray.protocol.messages import NewLeader, Notification, Ping, Proposal, Trunc, Txn
 from zabray.protocol.zxid import Zxid
-from zabray.workload import Workload
+from zabray.wire.auth import PEER, AuthFailed, Connector, Secret, _mac, _pack
+from zabray.wire.framing import KIND_CHANNEL, KIND_ELECTION, FrameDecoder, Handshake, frame
 
 pytestmark = pytest.mark.ray
 
@@ -130,7 +130,7 @@ def _run_in_thread(coro_fn: Any) -> tuple[asyncio.AbstractEventLoop, Any]:
 def test_a_replica_with_another_secret_cannot_join_and_the_real_one_rejoins_from_disk(start, tmp_path) -> None:
     ens = start(3)
     ens.wait_for_leader(30)
-    from zabray import trace
+    from zabray.trace import records as trace
 
     acked: dict[int, str] = {}
 
@@ -165,7 +165,7 @@ def test_a_replica_with_another_secret_cannot_join_and_the_real_one_rejoins_from
 
 
 def test_the_broadcast_port_needs_the_secret_but_zookeeper_sessions_do_not(start) -> None:
-    from zabray.client import EnsembleClient, LoopThread, ReplicaConnection
+    from zabray.client.broadcast import EnsembleClient, LoopThread, ReplicaConnection
     from zabray.errors import AuthenticationError, NoQuorumError
 
     ens = start(3, service="zookeeper")
@@ -204,8 +204,8 @@ def test_the_broadcast_port_needs_the_secret_but_zookeeper_sessions_do_not(start
 
 
 def test_the_secret_from_secret_file_is_used_and_never_shows(start, tmp_path) -> None:
-    from zabray.ensemble import Ensemble
-    from zabray.keyfiles import read_secret, write_secret
+    from zabray.driver.ensemble import Ensemble
+    from zabray.net.keyfiles import read_secret, write_secret
 
     path = write_secret(tmp_path / "secret")
     ens = start(3, secret_file=str(path))

@@ -1,7 +1,7 @@
 """A simulated schedule replayed on a real 3-replica ensemble (real Ray, TCP, fsync):
 ``zabray sim --seed 4 --steps 300 --faults crash,partition --fault-rate 0.02 --export-scenario``
 (a kill, a restart from disk while partitioned, two partitions, heals, 28 writes) exported and
-run by ``zabray.scenario``.
+run by ``zabray.driver.scenario``.
 
 What "the same final history" can and cannot mean between the simulated run and the live one:
 
@@ -25,12 +25,12 @@ from pathlib import Path
 
 import pytest
 
-from zabray.scenario import run
-from zabray.scenario_spec import load
+from zabray.driver.scenario import run
+from zabray.replay.scenario import load
 from zabray.sim.export import RecordingSimulation, write
 from zabray.sim.simulator import SimOptions
-from zabray.trace import digest
-from zabray.tracefiles import fault_rows
+from zabray.trace.files import fault_rows
+from zabray.trace.records import digest
 
 pytestmark = pytest.mark.ray
 

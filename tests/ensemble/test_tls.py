@@ -13,10 +13,10 @@ import pytest
 
 from tests.ensemble.conftest import assert_no_loss, converged, wait_until
 from tests.zkcompat.clients import NETTY, zkcli
-from zabray import trace
-from zabray.auth import PEER, Connector, Secret
-from zabray.framing import KIND_ELECTION, FrameDecoder, Handshake, frame
-from zabray.tls import make_certs
+from zabray.net.tls import make_certs
+from zabray.trace import records as trace
+from zabray.wire.auth import PEER, Connector, Secret
+from zabray.wire.framing import KIND_ELECTION, FrameDecoder, Handshake, frame
 
 pytestmark = pytest.mark.ray
 

@@ -63,7 +63,7 @@ def test_controller_and_injector_errors_are_typed_one_liners(start) -> None:  # 
     with pytest.raises(NotRunningError) as e2:
         ens.disk_fault(3, "fsync-fail")
     assert one_line(e2, NotRunningError) == "replica 3 is not running"
-    from zabray.ensemble import Ensemble
+    from zabray.driver.ensemble import Ensemble
 
     with pytest.raises(ConfigError) as e:
         Ensemble.start(3, name=ens.name)
@@ -84,7 +84,7 @@ def test_stop_wipe_deletes_the_data_directories(start, tmp_path) -> None:  # noq
 def test_a_port_in_use_or_a_bad_data_dir_is_a_config_error_and_leaves_nothing_behind(ray_local, tmp_path) -> None:  # noqa: F811
     import socket
 
-    from zabray.ensemble import Ensemble
+    from zabray.driver.ensemble import Ensemble
 
     name = f"port-{os.getpid()}"
     dirs = {"data_dir": str(tmp_path / "data"), "run_dir": str(tmp_path / "run")}

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.ensemble.conftest import ray_local  # noqa: F401  (the suite's shared local Ray)
-from zabray.cli import main
-from zabray.ensemble import Ensemble
-from zabray.experiments import load_results
+from zabray.cli.main import main
+from zabray.driver.ensemble import Ensemble
+from zabray.experiments.runner import load_results
 
 pytestmark = pytest.mark.ray
 
@@ -58,3 +58,15 @@ def test_leader_kill_on_a_running_ensemble_via_the_cli(ray_local: None, tmp_path
         assert not out2.exists()
     finally:
         ens.stop()
+
+
+def test_an_experiment_deletes_the_replica_data_it_made_and_keeps_its_results(
+        ray_local: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
+    exp = tmp_path / "tiny.yaml"
+    exp.write_text("name: tiny\nservice: broadcast\nvoters: 3\nclients: 1\nin_flight: 2\nwarmup: 0.2\n"
+                   "duration: 1.0\n")
+    assert main(["experiment", "run", str(exp), "--out", str(tmp_path / "runs"), "--no-progress"]) == 0
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert (run_dir / "results.parquet").exists() and list(run_dir.glob("*/trace/*.jsonl"))
+    data = run_dir / "data"
+    assert not data.exists() or not any(p.is_file() for p in data.rglob("*")), sorted(data.rglob("*"))[:5]

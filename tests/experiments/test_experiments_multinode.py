@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from zabray.experiments import Experiment, run
+from tests.polling import wait_until
+from zabray.experiments import Experiment
+from zabray.experiments.runner import run
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -40,7 +41,8 @@ def test_clients_on_their_own_node_and_a_lost_node_is_marked(cluster: Any, tmp_p
 
     def take_a_follower_node_away(ens: Any) -> None:
         def go() -> None:
-            time.sleep(0.5)  # some load first; the run lasts 4.5 s
+            # Some load first (the run lasts 4.5 s): a few hundred writes committed.
+            wait_until(lambda: max(int(s.applied) & 0xFFFFFFFF for s in ens.status()) >= 200, 4, "some load first")
             leader = ens.leader()
             by_node = {s.raw.get("node"): s.sid for s in ens.status()}
             victim = next(w for w in workers if w.node_id in by_node and by_node[w.node_id] != leader)

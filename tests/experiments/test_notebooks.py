@@ -63,3 +63,10 @@ def test_notebook_runs_at_tiny_size(name: str, ray_address: str, tmp_path: Path,
 
     df = pd.concat(pd.read_parquet(r) for r in results)
     assert (df.ops_ok > 0).all(), df[["voters", "observers", "clients", "ops_ok"]]
+    # The progress bars are widgets (one output each), not a text line per redraw; and the
+    # replicas' data, hundreds of MB per ensemble, is gone once the run is over.
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "stream" and "ops/s" in o.get("text", "")]
+    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs), \
+        [o.get("output_type") for o in outputs]
+    assert not [p for p in (tmp_path / "runs").glob("*/data/**/*") if p.is_file()]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from zabray.cli import main
+from zabray.cli.main import main
 from zabray.errors import ConfigError
 from zabray.experiments import Experiment, FaultStep
 from zabray.experiments.metrics import limit, percentile, recoveries, summary, timeline
@@ -53,7 +53,7 @@ def test_bad_yaml_file_is_a_config_error(tmp_path: Path) -> None:
     (tmp_path / "x.yaml").write_text("voters: [3\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         Experiment.load(tmp_path / "x.yaml")
-    with pytest.raises(ConfigError, match="does not exist"):
+    with pytest.raises(ConfigError, match="no experiment .*missing.yaml.*not a file, nor one of .*: broadcast-scaling"):
         Experiment.load(tmp_path / "missing.yaml")
 
 

@@ -1,4 +1,4 @@
-"""Hand-made history rows (``zabray.histories`` columns) with a tiny builder."""
+"""Hand-made history rows (``zabray.client.histories`` columns) with a tiny builder."""
 
 from __future__ import annotations
 

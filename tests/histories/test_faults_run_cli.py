@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.ensemble.conftest import ray_local, start  # noqa: F401
-from zabray.cli import main
+from zabray.cli.main import main
 
 pytestmark = [pytest.mark.ray, pytest.mark.spark]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.histories.handwritten import write_run
-from zabray.histories import HistoryRecorder
+from zabray.client.histories import HistoryRecorder
 from zabray.pipeline.errors import TraceError
 from zabray.pipeline.history_io import history_files, read_local
 from zabray.pipeline.history_local import check_rows

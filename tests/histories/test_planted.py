@@ -1,4 +1,4 @@
-"""A deliberately broken build is caught from its history: with ZABRAY_PLANT_STALE_READS a replica
+"""A deliberately broken build is caught from its history: with the planted bug ``stale_reads`` a replica
 answers a read as soon as it arrives, ahead of the session's earlier (pipelined) write, so the
 read returns a state older than one the session already saw in issue order."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.histories.test_real_runs import ray_cluster, start_zk
-from zabray.histories import HistoryRecorder
+from zabray.client.histories import HistoryRecorder
 from zabray.pipeline.session_guarantees import check_sessions
 
 pytestmark = pytest.mark.ray
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.ray
 
 @pytest.fixture(scope="module")
 def ray_env() -> Iterator[None]:
-    yield from ray_cluster(planted="1")
+    yield from ray_cluster("stale_reads")
 
 
 def test_planted_stale_reads_are_caught(ray_env: None, tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""A deliberately broken build is caught from its history: with ZABRAY_PLANT_STALE_READS=move a
+"""A deliberately broken build is caught from its history: with the planted bug ``resume_behind`` a
 replica accepts a moving session although its tree is older than what the session already saw,
 so a read right after the move returns a value older than the session's own acknowledged write.
 (The real service refuses such a resume, BEHIND, and the session tries another replica.)"""
@@ -13,16 +13,16 @@ import pytest
 
 from tests.ensemble.conftest import wait_until
 from tests.histories.test_real_runs import ray_cluster, start_zk
-from zabray.histories import HistoryRecorder
+from zabray.client.histories import HistoryRecorder
+from zabray.client.session import ConnectionLossError, Session
 from zabray.pipeline.session_guarantees import check_sessions
-from zabray.session import ConnectionLossError, Session
 
 pytestmark = pytest.mark.ray
 
 
 @pytest.fixture(scope="module")
 def ray_env() -> Iterator[None]:
-    yield from ray_cluster(planted="move")
+    yield from ray_cluster("resume_behind")
 
 
 def test_a_read_that_goes_back_in_time_after_a_move_is_caught(ray_env: None, tmp_path: Path) -> None:

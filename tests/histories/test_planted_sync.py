@@ -1,5 +1,5 @@
-"""A deliberately broken learner is caught by the ZOOKEEPER-4394 scenario: with
-ZABRAY_PLANT_SYNC_PROPOSALS=drop (set through this module's own Ray runtime_env) a follower
+"""A deliberately broken learner is caught by the ZOOKEEPER-4394 scenario: with the planted bug
+``sync_drop`` (``histories.planted``, injected through this module's own Ray cluster) a follower
 forgets the PROPOSALs it receives between NEWLEADER and UPTODATE, so it delivers around a
 committed txn. The same scenario passes without the plant (tests/ensemble/test_scenarios.py)."""
 
@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from zabray.ensemble import Ensemble
-from zabray.scenario import run
-from zabray.scenario_spec import load
+from tests.histories import planted
+from zabray.driver.ensemble import Ensemble
+from zabray.driver.scenario import run
+from zabray.replay.scenario import load
 
 pytestmark = pytest.mark.ray
 
@@ -29,7 +30,7 @@ def planted_ray() -> Iterator[None]:
         ray.shutdown()
     os.environ.pop("RAY_ADDRESS", None)
     ray.init(address="local", namespace="zabray", include_dashboard=False, log_to_driver=False, num_cpus=2,
-             runtime_env={"env_vars": {"ZABRAY_PLANT_SYNC_PROPOSALS": "drop"}})
+             runtime_env=planted.runtime_env("sync_drop"))
     yield
     ray.shutdown()
 

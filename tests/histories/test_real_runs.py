@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 from tests.ensemble.conftest import wait_until
-from zabray.ensemble import Ensemble
+from tests.histories import planted
+from zabray.driver.ensemble import Ensemble
+from zabray.driver.register_workload import RegisterWorkload
 from zabray.pipeline.linearizability import check_key, ops_of
 from zabray.pipeline.session_guarantees import check_sessions, mark_sync_reads
-from zabray.register_workload import RegisterWorkload
 
 pytestmark = pytest.mark.ray
 
@@ -28,16 +29,16 @@ def verdicts(rows: list[dict[str, Any]]) -> tuple[dict[str, str], list[Any]]:
     return lin, check_sessions(rows)
 
 
-def ray_cluster(planted: str = "0") -> Iterator[None]:
-    """A new local Ray cluster for one module; the planted bug's flag reaches its replicas only
-    through this cluster's runtime_env, never another module's."""
+def ray_cluster(plant: str | None = None) -> Iterator[None]:
+    """A new local Ray cluster for one module; the planted bug ``plant`` (``histories.planted``)
+    reaches its replicas only through this cluster's runtime_env, never another module's."""
     import ray
 
     if ray.is_initialized():
         ray.shutdown()
     os.environ.pop("RAY_ADDRESS", None)
     ray.init(address="local", namespace="zabray", include_dashboard=False, log_to_driver=False, num_cpus=2,
-             runtime_env={"env_vars": {"ZABRAY_PLANT_STALE_READS": planted}})
+             runtime_env=planted.runtime_env(plant) if plant else None)
     yield
     ray.shutdown()
 

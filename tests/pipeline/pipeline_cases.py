@@ -254,7 +254,7 @@ def malformed_rows(frames: Frames, meta: dict) -> Case:
 
 def write_runs(frames: Frames, run_dir: Path) -> None:
     """Write ``frames`` as a replica writes them: consecutive propose (or deliver) rows of one
-    epoch become one run row with ``digests`` and the first row's ``t`` (``zabray.trace``)."""
+    epoch become one run row with ``digests`` and the first row's ``t`` (``zabray.trace.records``)."""
     trace = run_dir / "trace"
     trace.mkdir(parents=True, exist_ok=True)
     for name, df in frames.items():

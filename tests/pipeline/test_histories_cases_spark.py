@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.histories.handwritten import CASES, write_run
-from zabray.pipeline.cli import main
+from zabray.cli.main import main
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.histories.cases import H
-from zabray.pipeline.cli import main
+from zabray.cli.main import main
 
 pytestmark = pytest.mark.spark
 

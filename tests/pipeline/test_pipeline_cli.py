@@ -8,7 +8,8 @@ import json
 import pytest
 from pipeline_cases import MUTATIONS, valid
 
-from zabray.pipeline.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_VIOLATION, register
+from zabray.cli.check import register
+from zabray.cli.spark import EXIT_BAD_INPUT, EXIT_OK, EXIT_VIOLATION
 from zabray.pipeline.synth import write_jsonl
 
 
@@ -57,7 +58,7 @@ def test_a_master_spark_cannot_start_is_one_line(tmp_path):
     import sys
 
     run_dir = write_jsonl(valid(), tmp_path / "run")
-    p = subprocess.run([sys.executable, "-m", "zabray.cli", "check", str(run_dir), "--master", "bogus://nowhere",
+    p = subprocess.run([sys.executable, "-m", "zabray.cli.main", "check", str(run_dir), "--master", "bogus://nowhere",
                         "--no-figures"], capture_output=True, text=True, timeout=120)
     err = p.stderr.strip().splitlines()
     assert p.returncode == EXIT_BAD_INPUT, p.stderr

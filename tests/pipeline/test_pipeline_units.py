@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from pipeline_cases import valid
 
+from zabray.cli.check import register
 from zabray.errors import ZabError
 from zabray.pipeline import CheckReport, PropertyResult, TraceError, format_table, report_dict, trace_files
-from zabray.pipeline.cli import register
 from zabray.pipeline.metrics import nice_bucket
 from zabray.pipeline.spark_session import external_settings
 from zabray.pipeline.synth import SynthSpec, generate, write_jsonl
-from zabray.trace import SCHEMA
+from zabray.trace.records import SCHEMA
 
 
 def test_spark_schema_mirrors_the_trace_schema():
@@ -96,7 +96,7 @@ def test_register_adds_the_check_subcommand():
 
 
 def test_importing_the_cli_does_not_import_pyspark():
-    code = "import sys, zabray.pipeline.cli, zabray.pipeline; print('pyspark' in sys.modules)"
+    code = "import sys, zabray.cli.check, zabray.pipeline; print('pyspark' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 

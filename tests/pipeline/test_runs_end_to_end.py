@@ -4,11 +4,11 @@ hold every property; a trace from a deliberately broken core does not."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.polling import wait_until
 from zabray import pipeline
 from zabray.sim.simulator import SimOptions, Simulation
 
@@ -77,8 +77,8 @@ def test_a_trace_of_a_broken_core_fails_the_check(spark, tmp_path: Path) -> None
 def test_a_real_run_with_a_leader_kill_holds_every_property(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     import ray
 
-    from zabray.ensemble import Ensemble
-    from zabray.workload import Workload
+    from zabray.driver.ensemble import Ensemble
+    from zabray.driver.workload import Workload
 
     if ray.is_initialized():
         ray.shutdown()
@@ -88,14 +88,11 @@ def test_a_real_run_with_a_leader_kill_holds_every_property(spark, tmp_path: Pat
     try:
         ens.wait_for_leader(30)
         wl = Workload(ens, in_flight=100, trace_dir=run / "trace").start()
-        deadline = time.monotonic() + 30
-        while len(wl.result.records) < 500 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: len(wl.result.records) >= 500, 30, "500 writes before the kill")
         ens.kill(ens.leader())  # type: ignore[arg-type]
         ens.wait_for_leader(30)
         n = len(wl.result.records)
-        while len(wl.result.records) < n + 500 and time.monotonic() < deadline + 30:
-            time.sleep(0.05)
+        wait_until(lambda: len(wl.result.records) >= n + 500, 60, "500 more writes after the kill")
         wl.stop()
     finally:
         ens.stop()

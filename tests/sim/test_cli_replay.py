@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.sim.test_planted_bugs import AcksBeforeDurable
-from zabray.cli import main
-from zabray.sim import cli as sim_cli
+from zabray.cli import sim as sim_cli
+from zabray.cli.main import main
 
 
 def test_the_printed_replay_reproduces_the_first_failing_seed(monkeypatch: pytest.MonkeyPatch,

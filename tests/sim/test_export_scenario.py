@@ -1,5 +1,5 @@
 """``zabray sim --export-scenario`` without Ray: a simulated schedule becomes a scenario that
-validates (``zabray.scenario_spec``), whose steps carry the simulation's faults in order and its
+validates (``zabray.replay.scenario``), whose steps carry the simulation's faults in order and its
 writes (values and target replicas) in submission order, with a timeout on every wait, and whose
 recording does not change the simulated run."""
 
@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from zabray.cli import main as cli_main
+from zabray.cli.main import main as cli_main
 from zabray.errors import ConfigError
-from zabray.scenario_spec import load, parse
+from zabray.replay.scenario import load, parse
 from zabray.sim.export import RecordingSimulation, export
 from zabray.sim.simulator import SimOptions, run_seed
 

@@ -11,6 +11,7 @@ import pytest
 from tests.sim.conftest import explain, scripted
 from zabray.protocol.leader import Leader
 from zabray.protocol.messages import PeerState
+from zabray.protocol.role import Phase
 from zabray.protocol.zxid import Zxid
 from zabray.sim.simulator import SimOptions, Simulation, run_seed
 
@@ -20,7 +21,7 @@ def elect(sim: Simulation) -> int:
     leader = sim.leader()
     assert leader is not None
     everyone = [s for s in sim.replicas if sim.replicas[s].node is not None]
-    assert sim.settle(lambda: all(sim.node(s).role.phase_name() == "broadcast" for s in everyone)), explain(sim)
+    assert sim.settle(lambda: all(sim.node(s).role.phase is Phase.BROADCAST for s in everyone)), explain(sim)
     return leader
 
 
@@ -92,7 +93,7 @@ def test_leader_crash_in_each_phase(phase: str) -> None:
     else:
         def in_phase() -> bool:
             return any(r.node is not None and isinstance(r.node.role, Leader)
-                       and r.node.role.phase_name() == phase for r in sim.replicas.values())
+                       and r.node.role.phase == phase for r in sim.replicas.values())
 
         assert sim.settle(in_phase), explain(sim)
         leader = next(s for s, r in sim.replicas.items() if r.node and isinstance(r.node.role, Leader))
@@ -224,7 +225,7 @@ def test_a_replica_stranded_above_the_leaders_epoch_rejoins() -> None:
     sim = scripted()
     stranded, helper, other = 3, 2, 1
     assert sim.settle(lambda: sim.leader() is not None and all(
-        sim.node(s).role.phase_name() == "broadcast" for s in sim.replicas)), explain(sim)
+        sim.node(s).role.phase is Phase.BROADCAST for s in sim.replicas)), explain(sim)
     sim.net.partition([frozenset({stranded, helper}), frozenset({other})])
     for epoch in (2, 3):
         sim.crash(helper, in_flight_arrives=False)

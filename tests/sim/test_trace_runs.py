@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from zabray import trace
 from zabray.sim.simulator import SimOptions, Simulation
+from zabray.trace import records as trace
 
 
 @pytest.mark.parametrize("seed", [3, 11, 42])

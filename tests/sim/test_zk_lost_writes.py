@@ -15,6 +15,7 @@ from __future__ import annotations
 import pytest
 
 from zabray.protocol.messages import Message, Proposal, Request
+from zabray.protocol.role import Phase
 from zabray.sim.simulator import SimOptions
 from zabray.sim.zksim import ZkSimOptions, ZkSimulation, _Client
 from zabray.zk import client_session as cs
@@ -80,7 +81,7 @@ def lost_create_then_read() -> tuple[tuple[str | None, object], list[str], list[
     t = _Scripted()
     sim = t.sim
     assert sim.settle(lambda: sim._established_leader() is not None and all(
-        r.node is not None and r.node.role.phase_name() == "broadcast" for r in sim.replicas.values())
+        r.node is not None and r.node.role.phase is Phase.BROADCAST for r in sim.replicas.values())
         and all(s.serving for s in sim.services.values())), t.explain()
     leader = sim._established_leader()
     assert leader is not None
@@ -113,7 +114,7 @@ def lost_create_then_read() -> tuple[tuple[str | None, object], list[str], list[
     assert err is None, (err, t.explain())
     right_after = list(value[0])  # type: ignore[index]
     assert sim.settle(lambda: sim._established_leader() is not None and all(
-        sim.node(s).role.phase_name() == "broadcast" for s in (follower, other)), max_ticks=400), t.explain()
+        sim.node(s).role.phase is Phase.BROADCAST for s in (follower, other)), max_ticks=400), t.explain()
     err, value = t.answer(c, zm.GetChildren("/q", False, stat=True))
     assert err is None, (err, t.explain())
     assert not sim.checker.violations, t.explain()

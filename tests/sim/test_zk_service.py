@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from tests.sim.zk_planted import PLANTED, PLANTED_EAGER
+from tests.sim.zk_planted import PLANTED, PLANTED_EAGER, PLANTED_READ_ONLY
 from zabray.sim.simulator import SimOptions
 from zabray.sim.zksim import ZkSimOptions, run_zk_seed
 from zabray.zk.service import ZkService
@@ -125,6 +125,39 @@ def test_planted_bugs_are_caught_with_eager_clients(bug: str, monkeypatch: pytes
         if not run_zk_seed(seed, SimOptions(steps=STEPS, faults=ALL), EAGER).ok:  # type: ignore[attr-defined]
             return
     pytest.fail(f"planted bug not caught in {EAGER_SEEDS} schedules: {bug}")
+
+
+# Replicas that serve read-only sessions once cut off from their quorum for 3 ticks, half the
+# clients willing to take one (kazoo's read_only=True): partitions make read-only replicas.
+READ_ONLY = ZkSimOptions(session_timeout_ms=800, read_only=True, read_only_after_ms=300, read_only_clients=0.5)
+READ_ONLY_SEEDS = 300
+
+
+def test_read_only_sessions_keep_every_service_property(record_property) -> None:  # type: ignore[no-untyped-def]
+    """A read-only session never sees a write that was not committed nor state older than it
+    saw (its acknowledged writes included); its writes are NOT_READ_ONLY and never applied."""
+    stats: Counter[str] = Counter()
+    failures = []
+    for seed in range(200_000, 200_000 + READ_ONLY_SEEDS * SCALE):
+        r = run_zk_seed(seed, SimOptions(steps=STEPS, faults=ALL), READ_ONLY)
+        stats.update(r.service)  # type: ignore[attr-defined]
+        if not r.ok:  # type: ignore[attr-defined]
+            failures.append(f"seed {seed}: {r.violations[0]}")  # type: ignore[attr-defined]
+    record_property("stats", dict(stats))
+    assert not failures, "\n".join(failures[:10])
+    # read-only sessions happened, read, and had writes refused
+    assert stats["read_only"] > READ_ONLY_SEEDS // 10, stats
+    assert stats["read_only_reads"] > READ_ONLY_SEEDS // 10 and stats["not_read_only"] > READ_ONLY_SEEDS // 20, stats
+
+
+@pytest.mark.parametrize("bug", sorted(PLANTED_READ_ONLY))
+def test_planted_read_only_bugs_are_caught(bug: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    attr, broken = PLANTED_READ_ONLY[bug]
+    monkeypatch.setattr(ZkService, attr, broken)
+    for seed in range(200_000, 200_000 + READ_ONLY_SEEDS):
+        if not run_zk_seed(seed, SimOptions(steps=STEPS, faults=ALL), READ_ONLY).ok:  # type: ignore[attr-defined]
+            return
+    pytest.fail(f"planted bug not caught in {READ_ONLY_SEEDS} schedules: {bug}")
 
 
 def test_a_seed_reproduces_exactly() -> None:

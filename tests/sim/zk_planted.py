@@ -11,6 +11,7 @@ liveness check).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from zabray.zk import messages as zm
@@ -56,6 +57,18 @@ def take_calls_behind_a_connect(self: ZkService, st: _Conn, xid: int, op: zm.Con
     st.opening = None
 
 
+def read_only_takes_sessions_that_saw_more(self: ZkService, st: _Conn, xid: int, op: zm.Connect) -> None:
+    """A read-only replica takes a session that has seen more than its tree (no BEHIND check)."""
+    if self.ro.serving and op.read_only:
+        op = dataclasses.replace(op, last_zxid=min(op.last_zxid, self.tree.last_zxid))
+    ORIGINAL["_connect"](self, st, xid, op)
+
+
+def read_only_acknowledges_writes(self: ZkService, st: _Conn, xid: int, op: zm.ClientOp) -> None:
+    """A read-only replica answers writes ok though no quorum could have taken them."""
+    self._answer_now(st, xid, None, None)
+
+
 ORIGINAL: dict[str, Any] = {name: getattr(ZkService, name) for name in ("_drain", "_bind", "_submit", "_connect")}
 
 PLANTED = {
@@ -64,6 +77,12 @@ PLANTED = {
     "expired session's ephemeral left behind": ("_start_tracker", tracker_forgets_old_sessions),
     "reply sent before its txn is delivered": ("_submit", reply_before_delivery),
     "write held behind a read never submitted": ("_release", never_release_held_writes),
+}
+
+# Caught only in read-only runs (``ZkSimOptions(read_only=True, read_only_clients=...)``).
+PLANTED_READ_ONLY = {
+    "read-only replica takes a session that saw more": ("_connect", read_only_takes_sessions_that_saw_more),
+    "read-only replica acknowledges writes": ("_read_only_write", read_only_acknowledges_writes),
 }
 
 # Caught only with clients that send calls behind their connect (``ZkSimOptions(eager=True)``):

@@ -9,7 +9,7 @@ import random
 import pytest
 from disk_harness import Model, apply_model, fold, gen_ops, run_op, view_of
 
-from storage import DiskStore, MemoryStore, apply_persists, txnlog
+from storage import DiskStore, txnlog
 from zabray.errors import ConfigError, StorageError
 from zabray.protocol.actions import (
     AppendTxns,
@@ -20,7 +20,9 @@ from zabray.protocol.actions import (
 )
 from zabray.protocol.durable import DurableState
 from zabray.protocol.messages import Txn
+from zabray.protocol.store import apply_persists
 from zabray.protocol.zxid import Zxid
+from zabray.sim.memstore import MemoryStore
 
 
 def txns(epoch: int, first: int, n: int, size: int = 100) -> list[Txn]:

@@ -16,11 +16,11 @@ import pytest
 from storage import DiskStore
 from storage.diskview import read_disk
 from storage.segments import SEG_HEADER_SIZE
+from zabray.cli.inspect import render
 from zabray.errors import ConfigError, CorruptionError
-from zabray.inspect_cli import render
 from zabray.protocol.messages import Txn
 from zabray.protocol.zxid import Zxid
-from zabray.trace import digest
+from zabray.trace.records import digest
 
 SEG = 2048
 
@@ -190,7 +190,7 @@ def test_not_a_data_directory(tmp_path: Path) -> None:
 
 
 def run_cli(*argv: str) -> tuple[int, str, str]:
-    from zabray.cli import main
+    from zabray.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -207,7 +207,7 @@ def test_the_command_reads_a_directory_without_ray(tmp_path: Path) -> None:
     assert "committed through 2:20" in out and f"last zxid {txns[-1].zxid}" in out
     rows = out.splitlines()[-3:]
     assert [r.split()[0] for r in rows] == ["3:28", "3:29", "3:30"]
-    assert all(r.endswith("not known committed") for r in rows)
+    assert all(r.endswith("logged (commit not on disk)") for r in rows)
     rc, out, _ = run_cli("inspect", "2", "--data-dir", str(tmp_path / "data" / "ens" / "replica-2"), "--json")
     d = json.loads(out)
     assert rc == 0 and len(d["log"]) == len(read_disk(tmp_path / "data" / "ens" / "replica-2").log)

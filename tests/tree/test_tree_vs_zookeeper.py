@@ -14,7 +14,7 @@ import pytest
 from tree_harness import Leader
 
 from tests.wire.rawclient import RawClient
-from zabray import apache_zk
+from zabray.driver import apache_zk
 from zabray.tree import Check as TCheck
 from zabray.tree import Delete as TDelete
 from zabray.tree import SetData as TSetData

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from zabray import apache_zk
+from zabray.driver import apache_zk
 
 
 @pytest.fixture(scope="module")

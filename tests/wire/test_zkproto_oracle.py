@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.wire.rawclient import RawClient
-from zabray import apache_zk
+from zabray.driver import apache_zk
 from zabray.wire import four_letter
 from zabray.wire import zkproto as zp
 
@@ -106,7 +106,7 @@ def test_unknown_opcode_and_four_letter_words(apache_zookeeper: apache_zk.Apache
     assert "Mode: standalone" in srvr
     # zabray's srvr has ZooKeeper's lines in ZooKeeper's order (scripts read it by position too)
     ours = four_letter.answer("srvr", four_letter.ALL_WORDS, four_letter.AdminView(
-        mode="standalone", zxid=0, znodes=4, watches=0, watched_paths=0, watching_sessions=0, connections=1,
+        mode="standalone", zxid=0, znodes=4, watches=0, connections=1,
         outstanding=0, received=0, sent=0))
     assert [x.split(":")[0] for x in ours.splitlines()] == [x.split(":")[0] for x in srvr.splitlines() if x]
     c = RawClient(port)

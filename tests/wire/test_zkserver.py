@@ -154,9 +154,10 @@ def test_digest_auth_grants_access_and_a_bad_scheme_fails_and_closes() -> None:
 def test_unimplemented_operations_answer_unimplemented_and_unknown_opcodes_close() -> None:
     h = Harness()
     c = Client(h)
-    # reconfig and SASL are known opcodes the service does not offer: UNIMPLEMENTED, connection kept
-    c.pending[1] = zp.OpCode.SASL
-    c.send(zp.encode_request(1, zp.OpCode.SASL, None))
+    # deleteContainer is a known opcode the service does not offer a client: UNIMPLEMENTED,
+    # connection kept
+    c.pending[1] = zp.OpCode.DELETE_CONTAINER
+    c.send(zp.encode_request(1, zp.OpCode.DELETE_CONTAINER, zp.PathRequest("/x")))
     hdr, _ = c.got.pop(1)
     assert hdr.err == zp.Err.UNIMPLEMENTED and not c.closed
     with pytest.raises(CodecError, match="unknown opcode 999"):
@@ -194,8 +195,7 @@ def test_four_letter_words_are_answered_only_from_the_allow_list() -> None:
     wire = ZkServerConn(key=KEY, peer_ip="")
     fed = wire.feed(b"ruok")
     assert fed.word == "ruok" and fed.close and not fed.requests
-    view = four_letter.AdminView(mode="leader", zxid=0x100000003, znodes=5, watches=2, watched_paths=1,
-                                 watching_sessions=1, connections=3, outstanding=0, received=10, sent=9,
+    view = four_letter.AdminView(mode="leader", zxid=0x100000003, znodes=5, watches=2, connections=3, outstanding=0, received=10, sent=9,
                                  sessions={7: ["/e"], 8: []})
     allowed = four_letter.parse_words("ruok,srvr,mntr")
     assert four_letter.answer("ruok", allowed, view) == "imok"
@@ -212,3 +212,31 @@ def test_four_letter_words_are_answered_only_from_the_allow_list() -> None:
     assert four_letter.answer("dump", allowed, view) == "dump is not executed because it is not in the whitelist.\n"
     with pytest.raises(ValueError, match="xyzw"):
         four_letter.parse_words("ruok,xyzw")
+
+
+def test_sasl_tokens_travel_in_opcode_102_and_are_answered_with_zxid_0() -> None:
+    from puresasl.client import SASLClient
+
+    from tests.core.test_zk_sasl import _harness
+
+    h = _harness()
+    c = Client(h)
+    c.wire.nonce = "per-connection-nonce"
+    cli = SASLClient(host="zk-sasl-md5", service="zookeeper", mechanism="DIGEST-MD5", username="jaasuser",
+                     password="jaas_password")
+    token, xid = cli.process(None), 1
+    server_tokens = []
+    while True:
+        hdr, rec = c.call(xid, zp.OpCode.SASL, zp.GetSASLRequest(token or b""), commit=False)
+        assert hdr.err == 0 and hdr.zxid == 0 and isinstance(rec, zp.SetSASLResponse)
+        server_tokens.append(rec.token)
+        token, xid = cli.process(rec.token), xid + 1
+        if cli.complete:
+            break
+    assert b'nonce="per-connection-nonce"' in server_tokens[0] and server_tokens[1].startswith(b"rspauth=")
+    hdr, rec = c.call(xid, zp.OpCode.WHO_AM_I, None)
+    assert isinstance(rec, zp.WhoAmIResponse) and zp.ClientInfo("sasl", "jaasuser") in (rec.clientInfo or ())
+    other = Client(h, conn=2)
+    other.wire.nonce = "n2"
+    hdr, _ = other.call(1, zp.OpCode.SASL, zp.GetSASLRequest(b"\x60\x82gssapi"), commit=False)
+    assert hdr.err == zp.Err.AUTH_FAILED and other.closed

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.ensemble.conftest import ray_local, wait_until  # noqa: F401  (shared fixtures and helpers)
-from zabray.ensemble import Ensemble
+from zabray.driver.ensemble import Ensemble
 
 pytestmark = pytest.mark.ray
 

@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from tests.zk.conftest import followers, session_on, wait_until
+from zabray.client.session import ConnectionLossError, NotReadyError, WatchDispatchError, WatchedEvent
 from zabray.errors import NoQuorumError, UncertainOutcomeError
-from zabray.session import ConnectionLossError, NotReadyError, WatchDispatchError, WatchedEvent
 
 pytestmark = pytest.mark.ray
 

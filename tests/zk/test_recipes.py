@@ -8,7 +8,7 @@ import time
 import pytest
 
 from tests.zk.conftest import wait_until
-from zabray.recipes import DoubleBarrier, Election, Group, Lock, ReadWriteLock, ensure_path
+from zabray.client.recipes import DoubleBarrier, Election, Group, Lock, ReadWriteLock, ensure_path
 
 pytestmark = pytest.mark.ray
 

@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.zk.conftest import followers, wait_until
-from zabray import clientproto as cp
-from zabray.framing import FrameDecoder, FrameEncoder
-from zabray.session import (
+from zabray.client.session import (
     BadVersionError,
     Check,
     ConnectionLossError,
@@ -26,6 +24,8 @@ from zabray.session import (
     WatchedEvent,
 )
 from zabray.tree import BadArgumentsError
+from zabray.wire import clientproto as cp
+from zabray.wire.framing import FrameDecoder, FrameEncoder
 
 pytestmark = pytest.mark.ray
 

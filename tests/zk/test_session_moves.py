@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.zk.conftest import followers, session_on, wait_until
-from zabray.session import ConnectionLossError, WatchedEvent
+from zabray.client.session import ConnectionLossError, WatchedEvent
 
 pytestmark = pytest.mark.ray
 

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from zabray.cli import main
+from zabray.cli.main import main
 from zabray.tree import Create
 
 pytestmark = pytest.mark.ray
@@ -94,7 +94,7 @@ def test_cli_ephemeral_lives_as_long_as_the_command(zk, sig: int, code: int) -> 
     env = dict(os.environ)
     env.pop("RAY_ADDRESS", None)
     addr = ray.get_runtime_context().gcs_address
-    proc = subprocess.Popen([sys.executable, "-m", "zabray.cli", "create", "--name", zk.name, "--address", addr,
+    proc = subprocess.Popen([sys.executable, "-m", "zabray.cli.main", "create", "--name", zk.name, "--address", addr,
                              "/eph", "mine", "--ephemeral"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env)
     s = zk.session()

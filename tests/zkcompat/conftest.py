@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from tests.ensemble.conftest import ray_local  # noqa: F401  (module-scoped local Ray, for zabray servers)
-from zabray import apache_zk
+from zabray.driver import apache_zk
 
 ORACLE_FLAGS = (
     "-Dzookeeper.extendedTypesEnabled=true",  # createTTL, which zabray always serves

@@ -21,8 +21,10 @@ syncs, so each event and reply is attributed to the operation that caused it.
 from __future__ import annotations
 
 import random
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
@@ -379,3 +381,124 @@ def run_normalised(hosts: str, ops: list[Op], sessions: int = 2) -> list[Any]:
         return normalise(r.run(ops), r.owners)
     finally:
         r.close()
+
+
+# -- read-only mode --------------------------------------------------------------------------------
+
+
+class Servers(Protocol):
+    """A 3-server system the read-only scenario can stop and start, server by server (0-based)."""
+
+    def address(self, i: int) -> str: ...
+    def stop(self, i: int) -> None: ...
+    def start(self, i: int) -> None: ...
+
+
+def _until(what: str, cond: Callable[[], Any], timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            got = cond()
+        except (KazooException, OSError):
+            got = None
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        time.sleep(0.1)
+
+
+def _outcome(call: Callable[[], Any]) -> Any:
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    try:
+        return ("ok", call())
+    except (KazooException, KazooTimeoutError) as e:
+        return ("error", type(e).__name__)
+
+
+def read_only_scenario(servers: Servers, n: int = 3,
+                       java: Callable[[str], list[str]] | None = None) -> list[tuple[Any, ...]]:
+    """What clients and four-letter words show of read-only mode, as comparable records: server
+    0 is left alone (the others stopped), serves read-only sessions once it has looked for a
+    quorum long enough, then rejoins one when they start again. kazoo's ``read_only=True``
+    client (and the Java client's ``canBeReadOnly`` through ``java(address)``, whose printed
+    lines are recorded) must see the same on both systems: reads served, every kind of write
+    NOT_READONLY, a plain client refused, and a move back to read-write, where writes work."""
+    from kazoo.client import KazooState
+
+    out: list[tuple[Any, ...]] = []
+    hosts = ",".join(servers.address(i) for i in range(n))
+    rw = KazooClient(hosts=hosts, timeout=10.0)
+    rw.start(timeout=60)
+    try:
+        rw.ensure_path("/ro")
+        rw.set("/ro", b"v1")
+        rw.ensure_path("/ro/c")
+    finally:
+        rw.stop()
+        rw.close()
+    for i in range(n):  # every server has it before the others go
+        c = KazooClient(hosts=servers.address(i), timeout=10.0)
+        c.start(timeout=60)
+        try:
+            c.sync("/ro")
+            _until(f"server {i} to have /ro", lambda c=c: c.get("/ro")[0] == b"v1", 30)  # type: ignore[misc]
+        finally:
+            c.stop()
+            c.close()
+    for i in range(1, n):
+        servers.stop(i)
+    host, port = servers.address(0).split(":")
+    out.append(("isro", _until("isro to answer ro", lambda: four_letter_ro(host, int(port)), 60)))
+    srvr = four_letter_text(host, int(port), "srvr")
+    out.append(("srvr", [ln for ln in srvr.splitlines() if ln.startswith(("Mode:", "READ-ONLY"))]))
+    mntr = dict(ln.split("\t", 1) for ln in four_letter_text(host, int(port), "mntr").splitlines() if "\t" in ln)
+    out.append(("mntr", mntr.get("zk_server_state")))
+    plain = KazooClient(hosts=servers.address(0), timeout=10.0)
+    out.append(("plain client", _outcome(lambda: plain.start(timeout=8))))
+    plain.stop()
+    plain.close()
+    ro = KazooClient(hosts=hosts, timeout=10.0, read_only=True)
+    states: list[str] = []
+    ro.add_listener(lambda s: states.append(str(s)))
+    ro.start(timeout=60)
+    try:
+        out.append(("ro state", str(ro.client_state)))
+        out.append(("get", _outcome(lambda: ro.get("/ro")[0])))
+        out.append(("children", _outcome(lambda: ro.get_children("/ro"))))
+        out.append(("exists", _outcome(lambda: ro.exists("/nope"))))
+        for name, call in (("create", lambda: ro.create("/ro/x")), ("set", lambda: ro.set("/ro", b"v2")),
+                           ("delete", lambda: ro.delete("/ro/c")), ("sync", lambda: ro.sync("/ro")),
+                           ("ephemeral", lambda: ro.create("/ro/e", ephemeral=True)),
+                           ("transaction", lambda: _commit(ro))):
+            out.append((name, _outcome(call)))
+        if java is not None:
+            out.append(("java", tuple(java(servers.address(0)))))
+        for i in range(1, n):
+            servers.start(i)
+        _until("the read-only client to be read-write again", lambda: ro.client_state == "CONNECTED", 120)
+        out.append(("moved", str(ro.client_state), KazooState.LOST in states))
+        out.append(("write after", _outcome(lambda: ro.create("/ro/after", b"w"))))
+        out.append(("read after", _outcome(lambda: ro.get("/ro/after")[0])))
+    finally:
+        ro.stop()
+        ro.close()
+    return out
+
+
+def _commit(c: KazooClient) -> Any:
+    t = c.transaction()
+    t.create("/ro/t")
+    return t.commit()
+
+
+def four_letter_text(host: str, port: int, word: str) -> str:
+    from zabray.driver.apache_zk import four_letter
+
+    return four_letter(host, port, word, timeout=5.0)
+
+
+def four_letter_ro(host: str, port: int) -> str | None:
+    text = four_letter_text(host, port, "isro")
+    return text if text == "ro" else None

@@ -17,8 +17,8 @@ from kazoo.exceptions import AuthFailedError
 
 from tests.zkcompat import kazoo_extra as kx
 from tests.zkcompat.clients import NETTY, zkcli
-from zabray import apache_zk
-from zabray.ensemble import Ensemble
+from zabray.driver import apache_zk
+from zabray.driver.ensemble import Ensemble
 
 # Loaded by path: putting benchmarks/ on sys.path would shadow the `storage` package.
 _spec = importlib.util.spec_from_file_location("zkclients", Path(__file__).resolve().parents[2] / "benchmarks" / "zkclients.py")

@@ -20,8 +20,8 @@ import pytest
 
 from tests.zkcompat.conftest import ORACLE_FLAGS
 from tests.zkcompat.differential import Op, first_difference, generate, run_normalised
-from zabray import apache_zk
-from zabray.ensemble import Ensemble
+from zabray.driver import apache_zk
+from zabray.driver.ensemble import Ensemble
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.ray]
 N_OPS = int(os.environ.get("ZABRAY_DIFF_OPS", "2000"))

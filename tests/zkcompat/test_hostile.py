@@ -25,7 +25,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from tests.ensemble.conftest import wait_until
-from zabray.ensemble import Ensemble
+from zabray.driver.ensemble import Ensemble
 from zabray.wire import zkproto as zp
 
 pytestmark = pytest.mark.ray

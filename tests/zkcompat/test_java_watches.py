@@ -18,7 +18,7 @@ from kazoo.client import KazooClient
 from tests.ensemble.conftest import wait_until
 from tests.zk.conftest import start  # noqa: F401  (the test's own ensemble: it kills a replica)
 from tests.zkcompat.clients import CLASSPATH, NETTY
-from zabray.ensemble import Ensemble
+from zabray.driver.ensemble import Ensemble
 
 pytestmark = [pytest.mark.ray, pytest.mark.zookeeper]
 SOURCE = Path(__file__).resolve().parent / "java" / "WatchProbe.java"

@@ -22,7 +22,7 @@ from kazoo.client import KazooClient
 
 from tests.ensemble.conftest import ray_local, wait_until  # noqa: F401  (shared fixtures and helpers)
 from tests.zk.conftest import start  # noqa: F401
-from zabray.ensemble import Ensemble
+from zabray.driver.ensemble import Ensemble
 
 pytestmark = pytest.mark.ray
 

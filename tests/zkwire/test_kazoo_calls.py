@@ -26,7 +26,7 @@ from kazoo.security import ACL, Id, make_digest_acl, make_digest_acl_credential
 from tests.wire.rawclient import RawClient
 from tests.zkwire import raw
 from tests.zkwire.conftest import KazooFactory, wait_until
-from zabray.ensemble import Ensemble
+from zabray.driver.ensemble import Ensemble
 from zabray.wire import zkproto as zp
 
 pytestmark = pytest.mark.ray

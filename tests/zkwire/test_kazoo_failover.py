@@ -20,7 +20,7 @@ from kazoo.security import make_digest_acl
 
 from tests.zkwire import raw
 from tests.zkwire.conftest import ZK_OVERRIDES, DyingClient, KazooFactory, wait_until
-from zabray.ensemble import Ensemble
+from zabray.driver.ensemble import Ensemble
 from zabray.wire import zkproto as zp
 
 pytestmark = pytest.mark.ray

@@ -23,7 +23,7 @@ from kazoo.recipe.party import Party
 from kazoo.recipe.queue import Queue
 
 from tests.zkwire.conftest import KazooFactory, wait_until
-from zabray.ensemble import Ensemble
+from zabray.driver.ensemble import Ensemble
 
 pytestmark = pytest.mark.ray
 log = logging.getLogger(__name__)

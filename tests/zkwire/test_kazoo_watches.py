@@ -14,7 +14,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from tests.zkwire import raw
 from tests.zkwire.conftest import DyingClient, KazooFactory, wait_until
-from zabray.ensemble import Ensemble
+from zabray.driver.ensemble import Ensemble
 from zabray.wire import zkproto as zp
 
 pytestmark = pytest.mark.ray

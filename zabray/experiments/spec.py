@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from zabray import yamlfile
+from zabray.config import EnsembleConfig
 from zabray.errors import ConfigError
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent.parent / "configs" / "experiments"
@@ -113,12 +113,10 @@ class Experiment:
             if not path.exists() and (CONFIG_DIR / f"{source}.yaml").exists():
                 path = CONFIG_DIR / f"{source}.yaml"
             if not path.exists():
-                raise ConfigError(f"experiment file {path} does not exist")
-            try:
-                data = yaml.safe_load(path.read_text()) or {}
-            except yaml.YAMLError as e:
-                first = str(e).splitlines()[0] if str(e) else "parse error"
-                raise ConfigError(f"experiment file {path} is not valid YAML: {first}") from None
+                known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+                raise ConfigError(f"no experiment {source!r}: not a file, nor one of {CONFIG_DIR}'s: "
+                                  f"{', '.join(known) or 'none'}")
+            data = yamlfile.load(path, "experiment file") or {}
             if not isinstance(data, dict):
                 raise ConfigError(f"experiment file {path} must hold a mapping of keys to values")
         data.update(overrides)
@@ -269,7 +267,6 @@ def _faults(v: Any) -> tuple[FaultStep, ...]:
 def _ensemble(v: Any) -> dict[str, Any]:
     if not isinstance(v, dict):
         raise ConfigError("experiment key 'ensemble' must be a mapping of ensemble config keys")
-    from zabray.config import EnsembleConfig
 
     EnsembleConfig.load(None, **{k: x for k, x in v.items() if k != "service"})  # names a bad key
     if "service" in v:

@@ -9,11 +9,11 @@ In a notebook::
     print(pipeline.format_table(report))
     figs = pipeline.figures(df)                  # Figures: small DataFrames
     pipeline.write_figures(figs, "runs/r1/analysis")
-    h = pipeline.load_histories(spark, "runs/r1")  # client histories (zabray.histories)
+    h = pipeline.load_histories(spark, "runs/r1")  # client histories (zabray.client.histories)
     print(pipeline.format_history_report(pipeline.check_histories(h)))
 
 No module of this package imports PySpark at import time (only when a function runs), so
-``zabray.pipeline.cli`` can be wired into the main CLI without slowing it down.
+``zabray.cli.check`` can be wired into the main CLI without slowing it down.
 """
 
 from zabray.pipeline.checks import PROPERTIES, CheckReport, PropertyResult, check

@@ -4,7 +4,7 @@ Every check is a plan of joins, window functions and aggregations that stays on 
 only, per run with violations, their count and the first counterexample (one row) come back to
 the driver.
 
-Conventions the checks rely on (the trace contract, ``zabray.trace``):
+Conventions the checks rely on (the trace contract, ``zabray.trace.records``):
 
 * A replica's rows are judged per incarnation ``(replica, inc)``, in the order its writer wrote
   them (the loader's position columns), not by ``t``.

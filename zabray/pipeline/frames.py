@@ -1,7 +1,7 @@
 """The frames every safety check shares, derived once from a loaded trace and persisted
 (``TraceFrames``), and the column expressions the checks build on (zxid epoch and counter,
 "before" and "behind" in a writer's order). The trace contract they rely on is
-``zabray.trace``'s; the checks themselves are in ``zabray.pipeline.checks``.
+``zabray.trace.records``'s; the checks themselves are in ``zabray.pipeline.checks``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from zabray.pipeline.errors import TraceError
 from zabray.pipeline.loader import CORRUPT, POSITION, with_position
-from zabray.trace import READABLE_VERSIONS
+from zabray.trace.records import READABLE_VERSIONS
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

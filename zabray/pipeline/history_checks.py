@@ -26,7 +26,7 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zabray.histories import SCHEMA
+from zabray.client.histories import SCHEMA
 from zabray.pipeline.errors import TraceError
 from zabray.pipeline.history_io import history_files
 from zabray.pipeline.history_report import HistoryReport, format_history_report

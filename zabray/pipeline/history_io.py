@@ -17,7 +17,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from zabray.histories import HISTORY_DIR
+from zabray.client.histories import HISTORY_DIR
 from zabray.pipeline.errors import TraceError
 from zabray.pipeline.history_rows import COLUMNS, MAX_ERRORS, HistoryInputError, check_row, parse_line
 
@@ -37,7 +37,7 @@ def history_files(run_dir: str | PathLike[str]) -> list[Path]:
     d = run / HISTORY_DIR
     if not d.is_dir():
         raise TraceError(f"no client histories in {d} (record them with `zabray faults run --histories` "
-                         "or zabray.histories.HistoryRecorder)")
+                         "or zabray.client.histories.HistoryRecorder)")
     files: list[Path] = []
     other: list[Path] = []
     for p in sorted(d.iterdir()):
@@ -47,7 +47,7 @@ def history_files(run_dir: str | PathLike[str]) -> list[Path]:
                          "files; move it away)")
     if not files:
         raise TraceError(f"no client histories in {d} (record them with `zabray faults run --histories` "
-                         "or zabray.histories.HistoryRecorder)")
+                         "or zabray.client.histories.HistoryRecorder)")
     return files
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from zabray.histories import SCHEMA_VERSION
+from zabray.client.histories import SCHEMA_VERSION
 
 # (property, the table's words): every promise checked, in the order shown.
 PROPERTIES = (

@@ -1,4 +1,4 @@
-"""Strict reading of client history rows (``zabray.histories``, schema versions 1 and 2). Pure.
+"""Strict reading of client history rows (``zabray.client.histories``, schema versions 1 and 2). Pure.
 
 Every row is checked field by field before any verdict: a row that is not JSON, not an object,
 lacks a required field, has one of the wrong type, an unknown kind or outcome, an ``ok`` or

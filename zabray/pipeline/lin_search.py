@@ -637,7 +637,7 @@ def source_of(r: Mapping[str, Any]) -> str:
 
 
 def ops_of(rows: Iterable[Mapping[str, Any]], reads: str = "after-sync") -> list[Op]:
-    """The searchable ops of one key's history rows (``zabray.histories`` columns, plus
+    """The searchable ops of one key's history rows (``zabray.client.histories`` columns, plus
     ``lin_invoke``: for a read issued right after its session's ``ok`` sync, the sync's
     invocation; and ``file``/``line`` where the row came from).
 

@@ -5,7 +5,7 @@ latter for traces too large to keep as JSON (the benchmark writes them); both ca
 columns. Columns not in the schema are ignored, columns a row lacks are null, a line that is
 not valid JSON becomes a row whose only non-null column is ``_corrupt``.
 
-Run rows (``zabray.trace``: one propose or deliver row with ``digests`` for consecutive zxids)
+Run rows (``zabray.trace.records``: one propose or deliver row with ``digests`` for consecutive zxids)
 are expanded here, so the DataFrame has one row per txn, as if the writer had written them.
 
 Besides the schema columns the DataFrame has four position columns, ``_file`` (a 64-bit hash
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zabray.pipeline.errors import TraceError
-from zabray.trace import RUN_DIGESTS, SCHEMA
+from zabray.trace.records import RUN_DIGESTS, SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

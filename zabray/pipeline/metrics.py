@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from zabray.pipeline.frames import READ_OPS, TraceFrames
 from zabray.pipeline.loader import with_position
+from zabray.pipeline.plots import plot
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -248,7 +249,5 @@ def write_figures(figs: Figures, out_dir: str | PathLike[str], *, png: bool = Tr
         written.append(out / f"{name}.parquet")
         table.to_parquet(written[-1], index=False)
     if png:
-        from zabray.pipeline.plots import plot
-
         written += plot(tables, figs.bucket, out)
     return written

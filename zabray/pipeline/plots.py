@@ -175,13 +175,10 @@ def _figure(width: float = 10.0, height: float = 4.0) -> tuple[Any, Any]:
     return fig, fig.subplots()
 
 
-def plot(tables: Any, bucket: float, out_dir: str | PathLike[str]) -> list[Path]:
+def plot(frames: dict[str, Any], bucket: float, out_dir: str | PathLike[str]) -> list[Path]:
     """``throughput``, ``latency``, ``lag`` and ``recovery`` PNGs per run (suffixed ``-<run>``
-    when the tables hold several runs). ``tables``: ``metrics.collect``'s dict or a ``Figures``."""
-    from zabray.pipeline.metrics import Figures, collect
-
+    when the tables hold several runs). ``frames``: the pandas tables of ``metrics.collect``."""
     out = Path(out_dir)
-    frames = collect(tables) if isinstance(tables, Figures) else tables
     runs = sorted(set(frames["throughput"]["run"]) | set(frames["lag_over_time"]["run"]))
     written: list[Path] = []
     for run in runs:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from zabray.pipeline.checks import CheckReport
-from zabray.trace import SCHEMA_VERSION
+from zabray.trace.records import SCHEMA_VERSION
 
 REPORT_VERSION = 1
 

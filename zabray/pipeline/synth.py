@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zabray.trace import SCHEMA, SCHEMA_VERSION
+from zabray.trace.records import SCHEMA, SCHEMA_VERSION
 
 _DIGEST = object()  # sentinel column value: the digest of the segment's zxid column
 _KINDS = np.array(["deliver", "propose"], dtype=object)

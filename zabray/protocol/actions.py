@@ -9,6 +9,7 @@ the rule is in the data flow, so a shell cannot break it by acting promptly.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from zabray.fastinit import fast_inits
 from zabray.protocol.events import ChannelId
@@ -17,7 +18,9 @@ from zabray.protocol.statemachine import Encoded, SnapshotImage, SnapshotRestore
 from zabray.protocol.zxid import Zxid
 
 
-class Action:
+class ActionBase:
+    """What every action derives from; ``Action`` is the closed union of them all."""
+
     __slots__ = ()
 
 
@@ -25,27 +28,27 @@ class Action:
 
 
 @dataclass(frozen=True, slots=True)
-class Open(Action):
+class Open(ActionBase):
     """Open ``channel`` to its leader (learner side). Messages follow with ``Send``."""
 
     channel: ChannelId
 
 
 @dataclass(frozen=True, slots=True)
-class Send(Action):
+class Send(ActionBase):
     channel: ChannelId
     msg: Message
 
 
 @dataclass(frozen=True, slots=True)
-class Close(Action):
+class Close(ActionBase):
     """End ``channel``: undelivered messages on it are dropped, the peer sees ``ChannelClosed``."""
 
     channel: ChannelId
 
 
 @dataclass(frozen=True, slots=True)
-class Notify(Action):
+class Notify(ActionBase):
     """Send an election notification to replica ``to`` (best effort; election re-sends)."""
 
     to: int
@@ -55,7 +58,7 @@ class Notify(Action):
 # -- durability (all carry a token) ------------------------------------------------------------
 
 
-class Persist(Action):
+class Persist(ActionBase):
     __slots__ = ()
     token: int
 
@@ -99,7 +102,7 @@ class InstallSnapshot(Persist):
 
 
 @dataclass(frozen=True, slots=True)
-class EncodeSnapshot(Action):
+class EncodeSnapshot(ActionBase):
     """Encode ``image``, the delivered state at ``zxid``, and answer with ``SnapshotEncoded``.
 
     Not a persist: the shell may take its time (in slices between other work, so a large state
@@ -111,7 +114,7 @@ class EncodeSnapshot(Action):
 
 
 @dataclass(frozen=True, slots=True)
-class DecodeSnapshot(Action):
+class DecodeSnapshot(ActionBase):
     """Decode ``restore``, a SNAP of the state at ``zxid``, and answer with ``SnapshotDecoded``.
 
     Not a persist: the shell decodes it in slices between other work, so that a large state does
@@ -136,7 +139,7 @@ class PersistSnapshot(Persist):
 
 
 @dataclass(frozen=True, slots=True)
-class Deliver(Action):
+class Deliver(ActionBase):
     """``txn`` is committed and has been applied to the state machine, in zxid order."""
 
     txn: Txn
@@ -144,14 +147,14 @@ class Deliver(Action):
 
 
 @dataclass(frozen=True, slots=True)
-class Committed(Action):
+class Committed(ActionBase):
     request_id: int
     zxid: Zxid
     result: object = None
 
 
 @dataclass(frozen=True, slots=True)
-class Failed(Action):
+class Failed(ActionBase):
     """The request did not commit here. ``uncertain``: it may still commit (it left this replica)."""
 
     request_id: int
@@ -160,23 +163,35 @@ class Failed(Action):
 
 
 @dataclass(frozen=True, slots=True)
-class SessionsTouched(Action):
+class SessionsTouched(ActionBase):
     """Leader only: these sessions are alive (heard here or reported by a learner)."""
 
     sessions: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
-class Yield(Action):
+class Yield(ActionBase):
     """The core has more to do (a learner's backlog to deliver) and lets other work in first:
     step it with ``Resumed`` at the next loop turn, once the sockets have been polled."""
 
 
 @dataclass(frozen=True, slots=True)
-class Trace(Action):
-    """A trace record (``zabray.trace``); the shell stamps run, replica, incarnation and time."""
+class Trace(ActionBase):
+    """A trace record (``zabray.trace.records``); the shell stamps run, replica, incarnation and time."""
 
     record: object
 
+
+PersistAction: TypeAlias = (AppendTxns | TruncateLog | WriteAcceptedEpoch | WriteCurrentEpoch | InstallSnapshot
+                            | PersistSnapshot)
+"""The persist actions: each carries a token, and the shell makes them durable in token order."""
+
+Outcome: TypeAlias = Deliver | Committed | Failed | SessionsTouched
+"""What the hosted service (the clients' side of a replica) hears of a step."""
+
+Action: TypeAlias = (Send | Trace | PersistAction | Deliver | Committed | Failed | SessionsTouched | Notify | Open
+                     | Close | EncodeSnapshot | DecodeSnapshot | Yield)
+"""Every action the core emits, a closed union: ``zabray.protocol.executor.execute`` matches it
+exhaustively, so an action added here without a case there fails the type check."""
 
 fast_inits(globals())  # built on every message or write: see zabray.fastinit

@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING
 
 from zabray.protocol.actions import Close, Notify
 from zabray.protocol.events import ChannelId
+from zabray.protocol.leader import Leader
+from zabray.protocol.learner import Learner
 from zabray.protocol.messages import FollowerInfo, Message, Notification, ObserverInfo, PeerState
-from zabray.protocol.role import Role
+from zabray.protocol.role import Phase, Role
 
 if TYPE_CHECKING:
     from zabray.protocol.node import Node
@@ -32,7 +34,7 @@ def better(a_leader: int, a_zxid: int, a_epoch: int, b: Vote) -> bool:
 
 
 class Election(Role):
-    PHASE = "election"
+    phase = Phase.ELECTION
 
     def __init__(self, node: Node) -> None:
         super().__init__(node)
@@ -197,12 +199,8 @@ class Election(Role):
         n.vote = vote
         leader = vote[0]
         if leader == n.sid:
-            from zabray.protocol.leader import Leader
-
             n.role = Leader(n, list(self.backlog.values()))
         else:
-            from zabray.protocol.learner import Learner
-
             for ch in self.channels():
                 n.emit(Close(ch))
             n.role = Learner(n, leader)

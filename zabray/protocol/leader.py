@@ -25,7 +25,6 @@ import enum
 from collections import deque
 from typing import TYPE_CHECKING
 
-from zabray import trace
 from zabray.errors import ProtocolError
 from zabray.protocol.actions import (
     AppendTxns,
@@ -59,9 +58,10 @@ from zabray.protocol.messages import (
     Txn,
     UpToDate,
 )
-from zabray.protocol.role import Role
+from zabray.protocol.role import Phase, Role
 from zabray.protocol.statemachine import Encoded, joined
 from zabray.protocol.zxid import ZERO, Zxid
+from zabray.trace import records as trace
 
 if TYPE_CHECKING:
     from zabray.protocol.node import Node
@@ -97,7 +97,6 @@ class LearnerHandle:
 
 
 class Leader(Role):
-    PHASE = "discovery"
 
     def __init__(self, node: Node, backlog: list[tuple[ChannelId, FollowerInfo | ObserverInfo]] = ()) -> None:  # type: ignore[assignment]
         super().__init__(node)
@@ -110,23 +109,19 @@ class Leader(Role):
         self.newleader_token: int | None = None
         self.newleader_durable = False
         self.established = False
+        self.phase = Phase.DISCOVERY  # SYNCHRONIZATION once NEWLEADER is issued, BROADCAST once established
         self.committed: Zxid = ZERO
         self.next_counter = 1
         self.self_acked: Zxid = ZERO
         self._marks: deque[tuple[int, Zxid]] = deque()  # (token, zxid) of own appends
         self._queue: deque[tuple[int, int, bytes]] = deque()  # requests beyond max_outstanding
+        self.proposal_sizes = (-1, -1, -1)  # last/min/max txn bytes proposed (srvr, mntr; ZooKeeper's BufferStats)
         node.set_state(PeerState.LEADING, node.sid, node.current_epoch)
         for channel, info in backlog:
             self._on_info(channel, info)
         self._maybe_choose_epoch()
 
     # -- helpers ----------------------------------------------------------------------------------
-
-    def phase_name(self) -> str:
-        if self.established:
-            return "broadcast"
-        return "synchronization" if self.newleader_token is not None else "discovery"
-
 
     def _send(self, h: LearnerHandle, msg: Message) -> None:
         self.node.emit(Send(h.channel, msg))
@@ -213,6 +208,7 @@ class Leader(Role):
         assert self.epoch is not None
         n.current_epoch = self.epoch
         self.newleader_token = n.persist(WriteCurrentEpoch, self.epoch)
+        self.phase = Phase.SYNCHRONIZATION
         for h in list(self.learners.values()):
             if h.stage == Stage.EPOCH_ACKED:
                 self._sync(h)
@@ -302,6 +298,7 @@ class Leader(Role):
             return
         assert self.epoch is not None
         self.established = True
+        self.phase = Phase.BROADCAST
         last = n.history.last
         self.committed = last
         self.self_acked = last
@@ -354,6 +351,9 @@ class Leader(Role):
         self.next_counter += 1
         txn = Txn(zxid, n.app.prepare(value, zxid), origin, request_id)
         n.history.append(txn)
+        size = len(txn.value)
+        _, lo, hi = self.proposal_sizes
+        self.proposal_sizes = (size, size if lo < 0 else min(lo, size), max(hi, size))
         token = n.persist(AppendTxns, (txn,))
         self._marks.append((token, zxid))
         if n.tracing:
@@ -423,29 +423,28 @@ class Leader(Role):
             n.emit(Close(channel))  # not a channel of this iteration
             return
         h.heard = n.now
-        t = type(msg)
-        if t is Ack:
-            if h.stage == Stage.ACTIVE and msg.zxid > h.acked:  # type: ignore[attr-defined]
-                h.acked = Zxid(msg.zxid)  # type: ignore[attr-defined]
-                self._advance_commit()
-        elif t is Request:
-            self._request(msg.origin, msg.request_id, msg.value)  # type: ignore[attr-defined]
-        elif t is Requests:
-            origin = msg.origin  # type: ignore[attr-defined]
-            for rid, value in msg.requests:  # type: ignore[attr-defined]
-                self._request(origin, rid, value)
-        elif t is Ping:
-            pass
-        elif t is Touch:
-            if self.established and msg.sessions:  # type: ignore[attr-defined]
-                n.emit(SessionsTouched(msg.sessions))  # type: ignore[attr-defined]
-        elif t is AckEpoch:
-            self._on_ack_epoch(h, msg)  # type: ignore[arg-type]
-        elif t is AckNewLeader:
-            self._on_ack_newleader(h, msg)  # type: ignore[arg-type]
-        else:
-            # A learner breaking the protocol loses its channel; the leader carries on.
-            self._drop(h)
+        match msg:
+            case Ack():
+                if h.stage == Stage.ACTIVE and msg.zxid > h.acked:
+                    h.acked = Zxid(msg.zxid)
+                    self._advance_commit()
+            case Request():
+                self._request(msg.origin, msg.request_id, msg.value)
+            case Requests():
+                for rid, value in msg.requests:
+                    self._request(msg.origin, rid, value)
+            case Ping():
+                pass
+            case Touch():
+                if self.established and msg.sessions:
+                    n.emit(SessionsTouched(msg.sessions))
+            case AckEpoch():
+                self._on_ack_epoch(h, msg)
+            case AckNewLeader():
+                self._on_ack_newleader(h, msg)
+            case _:
+                # A learner breaking the protocol loses its channel; the leader carries on.
+                self._drop(h)
 
     def on_closed(self, channel: ChannelId) -> None:
         h = self.learners.get(channel.learner)

@@ -22,7 +22,6 @@ import enum
 from collections import deque
 from typing import TYPE_CHECKING
 
-from zabray import trace
 from zabray.errors import ProtocolError
 from zabray.protocol.actions import (
     AppendTxns,
@@ -59,8 +58,9 @@ from zabray.protocol.messages import (
     Txn,
     UpToDate,
 )
-from zabray.protocol.role import Role
+from zabray.protocol.role import Phase, Role
 from zabray.protocol.zxid import ZERO, Zxid
+from zabray.trace import records as trace
 
 if TYPE_CHECKING:
     from zabray.protocol.node import Node
@@ -74,6 +74,7 @@ class Stage(enum.IntEnum):
     BROADCAST = 3  # UPTODATE received: delivering
 
 
+
 class Learner(Role):
     def __init__(self, node: Node, leader: int) -> None:
         super().__init__(node)
@@ -81,6 +82,7 @@ class Learner(Role):
         self.observer = node.is_observer
         self.channel = ChannelId(node.sid, leader, node.incarnation, node.iteration)
         self.stage = Stage.INFO_SENT
+        self.phase = Phase.DISCOVERY
         self.epoch = -1
         self.started = node.now
         self.heard = node.now
@@ -100,9 +102,6 @@ class Learner(Role):
         info = ObserverInfo if self.observer else FollowerInfo
         self._send(info(node.sid, node.accepted_epoch, node.history.last))
 
-    def phase_name(self) -> str:
-        return ("discovery", "synchronization", "synchronization", "broadcast")[self.stage]
-
     def channels(self) -> list[ChannelId]:
         return [self.channel]
 
@@ -120,30 +119,30 @@ class Learner(Role):
             n.emit(Close(channel))
             return
         self.heard = n.now
-        t = type(msg)
-        if self._restore is not None and t is not Ping:
+        if self._restore is not None and type(msg) is not Ping:
             self._after_snap.append(msg)
             return
-        if t is Proposal:
-            self._on_proposals((msg.txn,))  # type: ignore[attr-defined]
-        elif t is Proposals:
-            self._on_proposals(msg.txns)  # type: ignore[attr-defined]
-        elif t is Commit:
-            self._on_commit(msg.zxid)  # type: ignore[attr-defined]
-        elif t is Ping:
-            self._send(Ping(n.history.last))
-        elif t is Inform:
-            self._on_inform(msg)  # type: ignore[arg-type]
-        elif t is LeaderInfo:
-            self._on_leader_info(msg)  # type: ignore[arg-type]
-        elif t in (Diff, Trunc, Snap):
-            self._on_sync(msg)
-        elif t is NewLeader:
-            self._on_newleader(msg)  # type: ignore[arg-type]
-        elif t is UpToDate:
-            self._on_uptodate(msg)  # type: ignore[arg-type]
-        else:
-            raise ProtocolError(f"unexpected {msg.NAME} from leader {self.leader}")
+        match msg:
+            case Proposal():
+                self._on_proposals((msg.txn,))
+            case Proposals():
+                self._on_proposals(msg.txns)
+            case Commit():
+                self._on_commit(msg.zxid)
+            case Ping():
+                self._send(Ping(n.history.last))
+            case Inform():
+                self._on_inform(msg)
+            case LeaderInfo():
+                self._on_leader_info(msg)
+            case Diff() | Trunc() | Snap():
+                self._on_sync(msg)
+            case NewLeader():
+                self._on_newleader(msg)
+            case UpToDate():
+                self._on_uptodate(msg)
+            case _:
+                raise ProtocolError(f"unexpected {msg.NAME} from leader {self.leader}")
 
     # -- discovery -------------------------------------------------------------------------------
 
@@ -162,6 +161,7 @@ class Learner(Role):
             raise ProtocolError(f"NEWEPOCH {e} is below acceptedEpoch {n.accepted_epoch}")
         self.epoch = e
         self.stage = Stage.EPOCH_ACKED
+        self.phase = Phase.SYNCHRONIZATION
         counted = counted and not n.rejoining  # its promise stands for nothing it had before
         n.hold(Send(self.channel, AckEpoch(n.current_epoch, n.history.last, counted)))
 
@@ -239,6 +239,7 @@ class Learner(Role):
         n.persist(WriteCurrentEpoch, msg.epoch)  # durable after the history synced before it
         n.rejoining = False  # it holds an established leader's history: it may count from now on
         self.stage = Stage.NEWLEADER
+        self.phase = Phase.SYNCHRONIZATION
         self._marks.clear()  # the NEWLEADER ack covers everything synced so far
         self.last_acked = n.history.last
         n.hold(Send(self.channel, AckNewLeader(msg.epoch, n.history.last)))
@@ -248,6 +249,7 @@ class Learner(Role):
         if self.stage != Stage.NEWLEADER:
             raise ProtocolError("UPTODATE before NEWLEADER")
         self.stage = Stage.BROADCAST
+        self.phase = Phase.BROADCAST
         self._on_commit(msg.zxid)
 
     # -- broadcast -------------------------------------------------------------------------------

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, assert_never
 
-from zabray import trace
 from zabray.errors import ProtocolError
 from zabray.protocol.actions import (
     Action,
@@ -27,12 +27,13 @@ from zabray.protocol.actions import (
     Deliver,
     EncodeSnapshot,
     Failed,
-    Persist,
+    PersistAction,
     PersistSnapshot,
     Send,
     Trace,
     Yield,
 )
+from zabray.protocol.election import Election
 from zabray.protocol.events import (
     RID_BITS,
     RID_MASK,
@@ -54,10 +55,10 @@ from zabray.protocol.messages import PeerState
 from zabray.protocol.protocol_config import ProtocolConfig
 from zabray.protocol.statemachine import SnapshotImage, SnapshotRestore, StateMachine, ValueLog
 from zabray.protocol.zxid import Zxid
+from zabray.trace import records as trace
 
 if TYPE_CHECKING:
     from zabray.protocol.durable import DurableState
-    from zabray.protocol.election import Election
     from zabray.protocol.leader import Leader
     from zabray.protocol.learner import Learner
 
@@ -116,8 +117,6 @@ class Node:
             [Trace(trace.SnapshotInstalled(self.applied.epoch, self.applied))] if self.applied and tracing else []
         )
         self.role: Election | Leader | Learner
-        from zabray.protocol.election import Election
-
         self.role = Election(self)
 
     @property
@@ -141,35 +140,36 @@ class Node:
 
     def _dispatch(self, event: Event) -> None:
         role = self.role
-        if type(event) is Received:
-            role.on_message(event.channel, event.msg)
-        elif type(event) is Persisted:
-            self._on_persisted(event.upto)
-        elif type(event) is Tick:
-            self.now += 1
-            role.on_tick()
-        elif type(event) is Notified:
-            self._on_notified(event)
-        elif type(event) is ChannelClosed:
-            role.on_closed(event.channel)
-        elif type(event) is Submit:
-            rid = event.request_id
-            if not 0 <= rid <= RID_MASK:
-                raise ValueError(f"request id {rid} is not in [0, 2**{RID_BITS})")
-            role.on_submit(self.rid_tag | rid, event.value)
-        elif type(event) is SnapshotRequested:
-            self._snapshot()
-        elif type(event) is SnapshotEncoded:
-            self._on_snapshot_encoded(event)
-        elif type(event) is SnapshotDecoded:
-            role.on_decoded(event.restore)
-        elif type(event) is Resumed:
-            self._yielded = False
-            role.on_resumed()
-        elif type(event) is TouchSessions:
-            role.on_touch(event.sessions)
-        else:
-            raise TypeError(f"not an event: {event!r}")
+        match event:
+            case Received():
+                role.on_message(event.channel, event.msg)
+            case Persisted():
+                self._on_persisted(event.upto)
+            case Tick():
+                self.now += 1
+                role.on_tick()
+            case Notified():
+                self._on_notified(event)
+            case ChannelClosed():
+                role.on_closed(event.channel)
+            case Submit():
+                rid = event.request_id
+                if not 0 <= rid <= RID_MASK:
+                    raise ValueError(f"request id {rid} is not in [0, 2**{RID_BITS})")
+                role.on_submit(self.rid_tag | rid, event.value)
+            case SnapshotRequested():
+                self._snapshot()
+            case SnapshotEncoded():
+                self._on_snapshot_encoded(event)
+            case SnapshotDecoded():
+                role.on_decoded(event.restore)
+            case Resumed():
+                self._yielded = False
+                role.on_resumed()
+            case TouchSessions():
+                role.on_touch(event.sessions)
+            case _:
+                assert_never(event)
 
     # -- services for the roles ------------------------------------------------------------
 
@@ -181,9 +181,10 @@ class Node:
         """The shell's id of a request this incarnation submitted (see ``RID_BITS``)."""
         return request_id & RID_MASK
 
-    def persist(self, action_type: type[Persist], *args: object) -> int:
+    def persist(self, action_type: Callable[..., PersistAction], *args: object) -> int:
+        """Emit ``action_type(token, *args)`` with the next token; returns the token."""
         self.token += 1
-        self._out.append(action_type(self.token, *args))  # type: ignore[call-arg]
+        self._out.append(action_type(self.token, *args))
         return self.token
 
     def hold(self, action: Action) -> None:
@@ -244,8 +245,6 @@ class Node:
 
     def new_iteration(self, why: str) -> None:
         """End the current iteration: close its channels, drop what it held, look for a leader."""
-        from zabray.protocol.election import Election
-
         self.ended_why = why
         self.role.end()
         for ch in self.role.channels():
@@ -329,6 +328,6 @@ class Node:
             "applied": int(self.applied),
             "iteration": self.iteration,
             "incarnation": self.incarnation,
-            "phase": self.role.phase_name() + (" (rejoining)" if self.rejoining else ""),
+            "phase": self.role.phase.value + (" (rejoining)" if self.rejoining else ""),
             "rejoining": self.rejoining,
         }

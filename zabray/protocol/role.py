@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from typing import TYPE_CHECKING
 
 from zabray.protocol.actions import Failed, Notify
@@ -14,8 +15,19 @@ if TYPE_CHECKING:
     from zabray.protocol.zxid import Zxid
 
 
+class Phase(enum.StrEnum):
+    """Where a replica is in an iteration of Zab: election (phase 0), discovery (1),
+    synchronization (2), broadcast (3). Its value is the name traces and crash points use."""
+
+    ELECTION = "election"
+    DISCOVERY = "discovery"
+    SYNCHRONIZATION = "synchronization"
+    BROADCAST = "broadcast"
+
+
 class Role:
-    PHASE = "?"
+    phase: Phase
+    """Kept current by each role as it moves on (read on every step by the shells)."""
 
     def __init__(self, node: Node) -> None:
         self.node = node
@@ -63,9 +75,6 @@ class Role:
         """The lowest zxid whose successors this role still has to send from the history (a SNAP
         in parts is followed by the txns after its image), or None: compaction stays below it."""
         return None
-
-    def phase_name(self) -> str:
-        return self.PHASE
 
     def answer_looking(self, to: int) -> None:
         """Tell a looking replica whom we follow (or that we lead), so a late joiner finds us."""

@@ -4,7 +4,7 @@
 options (it draws nothing from the seeded rng itself) and records its coarse events: crashes,
 restarts, partitions, heals, channel breaks, snapshot requests and client writes, each with the
 simulation's step, plus every replica's state at the end of each phase (just before the next
-fault). ``export`` turns that record into scenario steps (``zabray.scenario_spec``):
+fault). ``export`` turns that record into scenario steps (``zabray.replay.scenario``):
 
 - a crash is ``kill: S`` then ``wait: {down: S}``; a restart (always from disk: the simulator
   has no fresh restart) ``restart: S`` then ``wait: {alive: S}``; a partition ``partition:`` the

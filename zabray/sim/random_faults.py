@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from storage.memory import MemoryStore
 from zabray.protocol.events import SnapshotRequested
+from zabray.sim.memstore import MemoryStore
 
 if TYPE_CHECKING:
     from zabray.sim.simulator import Simulation

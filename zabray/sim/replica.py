@@ -11,9 +11,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from storage.memory import MemoryStore
 from zabray.protocol.actions import DecodeSnapshot, EncodeSnapshot, Persist
 from zabray.protocol.node import Node
+from zabray.sim.memstore import MemoryStore
 
 LOCAL_WORK = ("write", "fsync", "tell", "encode", "decode", "resume")
 """A replica's own work, as a step lists it: its disk (write, fsync, hearing it is durable), a

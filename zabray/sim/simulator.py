@@ -19,9 +19,6 @@ import random
 from collections import Counter
 from collections.abc import Callable, Iterator
 
-from storage.base import apply_one
-from storage.memory import MemoryStore
-from zabray import trace
 from zabray.protocol.actions import (
     Close,
     Committed,
@@ -31,8 +28,9 @@ from zabray.protocol.actions import (
     Failed,
     Notify,
     Open,
-    Persist,
+    PersistAction,
     Send,
+    SessionsTouched,
     Trace,
     Yield,
 )
@@ -48,19 +46,24 @@ from zabray.protocol.events import (
     Submit,
     Tick,
 )
+from zabray.protocol.executor import execute
+from zabray.protocol.leader import Leader
 from zabray.protocol.messages import Ack, AckEpoch, AckNewLeader, Message, PeerState
 from zabray.protocol.node import Node
 from zabray.protocol.protocol_config import ProtocolConfig
 from zabray.protocol.statemachine import ValueLog
+from zabray.protocol.store import apply_one
 from zabray.protocol.zxid import fmt
 from zabray.sim import random_faults
 from zabray.sim.checker import Checker
 from zabray.sim.liveness import heal_and_check_liveness
+from zabray.sim.memstore import MemoryStore
 from zabray.sim.network import CLOSE, Network
 from zabray.sim.options import FAULTS as FAULTS
 from zabray.sim.options import SimOptions as SimOptions
 from zabray.sim.options import SimResult as SimResult
 from zabray.sim.replica import LOCAL_WORK, SimReplica
+from zabray.trace import records as trace
 
 
 class Simulation:
@@ -155,7 +158,7 @@ class Simulation:
             unsynced.append("durable-not-acknowledged")
         role = {PeerState.LEADING: "leader", PeerState.FOLLOWING: "follower",
                 PeerState.OBSERVING: "observer", PeerState.LOOKING: "looking"}[node.state]
-        point = f"{role}/{node.role.phase_name()}/after {r.last_event}/" + (",".join(unsynced) or "clean")
+        point = f"{role}/{node.role.phase}/after {r.last_event}/" + (",".join(unsynced) or "clean")
         self.crash_points[point] += 1
         if isinstance(r.store, MemoryStore):
             r.store.crash()
@@ -183,80 +186,70 @@ class Simulation:
         node = r.node
         assert node is not None
         r.last_event = label
-        actions = node.step(event)
-        for a in actions:
-            self._route(sid, r, a)
+        execute(node.step(event), SimEffects(self, sid, r))
 
-    def _route(self, sid: int, r: SimReplica, a: object) -> None:
-        t = type(a)
-        if t is Send:
-            msg: Message = a.msg  # type: ignore[attr-defined]
-            self._check_ack(sid, r, msg)
-            if self.net.send(a.channel, sid, msg):  # type: ignore[attr-defined]
-                self.stats["messages"] += 1
-                self.stats["sent:" + msg.NAME] += 1
-        elif isinstance(a, Persist):
-            r.pending.append(a)
-        elif t is Notify:
-            to = self.replicas.get(a.to)  # type: ignore[attr-defined]
-            if to is not None and to.node is not None:  # a down peer refuses the connection
-                self.net.notify(sid, a.to, a.note)  # type: ignore[attr-defined]
-        elif t is Trace:
-            self._on_trace(sid, r, a.record)  # type: ignore[attr-defined]
-        elif t is Deliver:
-            txn = a.txn  # type: ignore[attr-defined]
-            self.checker.delivered(sid, r.incarnation, txn.zxid, trace.digest(txn.value), txn.value)
-            self.stats["deliveries"] += 1
-        elif t is Committed:
-            rid = r.core_rids.pop(a.request_id, None)  # type: ignore[attr-defined]
-            value = self.pending_requests.pop((sid, rid), None) if rid is not None else None
-            if value is not None:
-                assert rid is not None
-                self.committed_at[(sid, rid)] = a.zxid  # type: ignore[attr-defined]
-                self._client_row(sid, rid, value, "ok", a.zxid)  # type: ignore[attr-defined]
-                # (With an app, what commits is what the app made of the request: no digest.)
-                digest = trace.digest(value) if self.opt.app_factory is None else None
-                self.checker.client_acked(a.zxid, digest)  # type: ignore[attr-defined]
-                self.stats["acked"] += 1
-                self._log(f"  client@{sid} request {rid} committed as {fmt(a.zxid)}")  # type: ignore[attr-defined]
-        elif t is Failed:
-            rid = r.core_rids.pop(a.request_id, None)  # type: ignore[attr-defined]
-            value = self.pending_requests.pop((sid, rid), None) if rid is not None else None
-            if value is not None:
-                assert rid is not None
-                self._client_row(sid, rid, value,
-                                 "unknown" if a.uncertain else "failed", None)  # type: ignore[attr-defined]
-        elif t is Open:
-            self.net.open(a.channel)  # type: ignore[attr-defined]
-        elif t is Close:
-            self.net.close(a.channel, sid)  # type: ignore[attr-defined]
-        elif t is EncodeSnapshot:
-            r.encoding = a  # type: ignore[assignment]
-        elif t is DecodeSnapshot:
-            r.decoding = a  # type: ignore[assignment]
-        elif t is Yield:
-            r.resume = True
-        else:
-            raise TypeError(f"unknown action {a!r}")
+    # -- what the executor asks of the simulation (``SimEffects``) ---------------------------------
+
+    def _send(self, sid: int, r: SimReplica, a: Send) -> None:
+        msg = a.msg
+        self._check_ack(sid, r, msg)
+        if self.net.send(a.channel, sid, msg):
+            self.stats["messages"] += 1
+            self.stats["sent:" + msg.NAME] += 1
+
+    def _notify(self, sid: int, a: Notify) -> None:
+        to = self.replicas.get(a.to)
+        if to is not None and to.node is not None:  # a down peer refuses the connection
+            self.net.notify(sid, a.to, a.note)
+
+    def _delivered(self, sid: int, r: SimReplica, a: Deliver) -> None:
+        txn = a.txn
+        self.checker.delivered(sid, r.incarnation, txn.zxid, trace.digest(txn.value), txn.value)
+        self.stats["deliveries"] += 1
+
+    def _reply(self, sid: int, r: SimReplica, a: Committed | Failed | SessionsTouched) -> None:
+        """A client's outcome; the broadcast simulation has no session tracker for touches."""
+        match a:
+            case Committed():
+                rid = r.core_rids.pop(a.request_id, None)
+                value = self.pending_requests.pop((sid, rid), None) if rid is not None else None
+                if value is not None:
+                    assert rid is not None
+                    self.committed_at[(sid, rid)] = a.zxid
+                    self._client_row(sid, rid, value, "ok", a.zxid)
+                    # (With an app, what commits is what the app made of the request: no digest.)
+                    digest = trace.digest(value) if self.opt.app_factory is None else None
+                    self.checker.client_acked(a.zxid, digest)
+                    self.stats["acked"] += 1
+                    self._log(f"  client@{sid} request {rid} committed as {fmt(a.zxid)}")
+            case Failed():
+                rid = r.core_rids.pop(a.request_id, None)
+                value = self.pending_requests.pop((sid, rid), None) if rid is not None else None
+                if value is not None:
+                    assert rid is not None
+                    self._client_row(sid, rid, value, "unknown" if a.uncertain else "failed", None)
+            case SessionsTouched():
+                pass
 
     def _check_ack(self, sid: int, r: SimReplica, msg: Message) -> None:
         """The durability rule, checked against the store itself."""
         st = r.store
         if not isinstance(st, MemoryStore):
             return  # the durability rule is checked against the in-memory store's durable part
-        t = type(msg)
-        if t is Ack or t is AckNewLeader:
-            z = msg.zxid  # type: ignore[attr-defined]
-            durable_last = st.log[-1].zxid if st.log else st.snapshot_zxid
-            if durable_last < z or not (st.snapshot_zxid >= z or any(x.zxid == z for x in st.log[-64:]) or
-                                        any(x.zxid == z for x in st.log)):
-                self.checker.acked_unsafely(sid, f"{msg.NAME} {fmt(z)} with durable log at {fmt(durable_last)}")
-            if t is AckNewLeader and st.current_epoch != msg.epoch:  # type: ignore[attr-defined]
-                self.checker.acked_unsafely(sid, f"ACK of NEWLEADER {msg.epoch} with currentEpoch {st.current_epoch}")  # type: ignore[attr-defined]
-        elif t is AckEpoch:
-            node = r.node
-            if node is not None and st.accepted_epoch != node.accepted_epoch:
-                self.checker.acked_unsafely(sid, f"ACKEPOCH with acceptedEpoch {st.accepted_epoch} on disk")
+        match msg:
+            case Ack() | AckNewLeader():
+                z = msg.zxid
+                durable_last = st.log[-1].zxid if st.log else st.snapshot_zxid
+                if durable_last < z or not (st.snapshot_zxid >= z or any(x.zxid == z for x in st.log[-64:]) or
+                                            any(x.zxid == z for x in st.log)):
+                    self.checker.acked_unsafely(sid, f"{msg.NAME} {fmt(z)} with durable log at {fmt(durable_last)}")
+                if isinstance(msg, AckNewLeader) and st.current_epoch != msg.epoch:
+                    self.checker.acked_unsafely(sid, f"ACK of NEWLEADER {msg.epoch} with currentEpoch "
+                                                     f"{st.current_epoch}")
+            case AckEpoch():
+                node = r.node
+                if node is not None and st.accepted_epoch != node.accepted_epoch:
+                    self.checker.acked_unsafely(sid, f"ACKEPOCH with acceptedEpoch {st.accepted_epoch} on disk")
 
     def _now(self) -> float:
         return self.ticks + self.step_no * 1e-6
@@ -572,8 +565,6 @@ class Simulation:
         heal_and_check_liveness(self)
 
     def _established_leader(self) -> int | None:
-        from zabray.protocol.leader import Leader
-
         best: tuple[int, int] | None = None
         for sid, r in self.replicas.items():
             node = r.node
@@ -628,6 +619,50 @@ def _show(msg: Message) -> str:
             v = f"<{len(v)} requests>"
         fields.append(f"{name}={v}")
     return f"{msg.NAME}({', '.join(fields)})"
+
+
+class SimEffects:
+    """How the simulation carries out one replica's actions (``zabray.protocol.executor``): its
+    persists wait as the replica's own work (write, fsync, tell), so a crash can fall between
+    any two of them; messages go through the simulated network, checked for early ACKs."""
+
+    __slots__ = ("sim", "sid", "r")
+
+    def __init__(self, sim: Simulation, sid: int, r: SimReplica) -> None:
+        self.sim, self.sid, self.r = sim, sid, r
+
+    def send(self, a: Send) -> None:
+        self.sim._send(self.sid, self.r, a)
+
+    def notify(self, a: Notify) -> None:
+        self.sim._notify(self.sid, a)
+
+    def open(self, a: Open) -> None:
+        self.sim.net.open(a.channel)
+
+    def close(self, a: Close) -> None:
+        self.sim.net.close(a.channel, self.sid)
+
+    def persist(self, a: PersistAction) -> None:
+        self.r.pending.append(a)
+
+    def deliver(self, a: Deliver) -> None:
+        self.sim._delivered(self.sid, self.r, a)
+
+    def reply(self, a: Committed | Failed | SessionsTouched) -> None:
+        self.sim._reply(self.sid, self.r, a)
+
+    def trace(self, a: Trace) -> None:
+        self.sim._on_trace(self.sid, self.r, a.record)
+
+    def encode_snapshot(self, a: EncodeSnapshot) -> None:
+        self.r.encoding = a
+
+    def decode_snapshot(self, a: DecodeSnapshot) -> None:
+        self.r.decoding = a
+
+    def resume(self, a: Yield) -> None:
+        self.r.resume = True
 
 
 def run_seed(seed: int, options: SimOptions | None = None, *, timeline: bool = False) -> SimResult:

@@ -12,6 +12,11 @@ events it fires. Against that:
   that change (so none is lost when the session moves);
 - ephemerals vanish exactly when their session's close commits; sequential names never repeat;
 - a request reported NOT_READY (certainly not applied) never shows up in the history.
+Read-only sessions (a replica cut off from its quorum, ``zabray.zk.read_only``) are held to the
+same read rules, so one never sees a write that was not committed, nor state older than what it
+already saw (its own acknowledged writes included); on top, only a read-only connection may
+answer NOT_READ_ONLY, such a write never shows up in the history, and a client may change
+sessions only away from a local (read-only) one.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ _WRITES = (Create, Delete, SetData, Check, Multi, Sync, CloseSession)
 _DATA = (EventType.CREATED, EventType.DELETED, EventType.CHANGED)
 _CHILD = (EventType.CHILD, EventType.DELETED)
 # Errors a write may get without a txn: refused, fate unknown, or the session is gone.
-_NO_TXN = ("NOT_READY", "CONNECTION_LOSS", "SESSION_EXPIRED")
+_NO_TXN = ("NOT_READY", "NOT_READ_ONLY", "CONNECTION_LOSS", "SESSION_EXPIRED")
+_REFUSED = ("NOT_READY", "NOT_READ_ONLY")  # certainly not applied
 
 
 @dataclass
@@ -56,6 +62,8 @@ class _View:
     last_write: int = 0
     regs: dict[tuple[str, str], int] = field(default_factory=dict)  # watch -> zxid it was set at
     gone: bool = False
+    read_only: bool = False  # the session's current connection is read-only
+    local: bool = False  # the session is local to a read-only replica (the quorum never had it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +127,7 @@ class ZkChecker:
                     self.applied_tags.add(data)
                     why = self.refused_tags.get(data)
                     if why is not None:
-                        self._fail("refusal", f"{why} was reported NOT_READY yet applied at {fmt(z)}")
+                        self._fail("refusal", f"{why} was refused (NOT_READY/NOT_READ_ONLY) yet applied at {fmt(z)}")
                 if ch.event is EventType.CREATED and stat is not None and stat.ephemeral_owner and \
                         stat.ephemeral_owner not in ref.sessions():
                     self._fail("ephemerals", f"{p} created at {fmt(z)} for session "
@@ -161,11 +169,14 @@ class ZkChecker:
             v = self.views[client] = _View()
         return v
 
-    def connected(self, client: int, session_id: int) -> None:
+    def connected(self, client: int, session_id: int, read_only: bool = False) -> None:
+        self.advance()
         v = self.view(client)
-        if v.session_id and v.session_id != session_id:
+        if v.session_id and v.session_id != session_id and not v.local:
             self._fail("sessions", f"client {client}'s session changed from 0x{v.session_id:x} to 0x{session_id:x}")
         v.session_id = session_id
+        v.read_only = read_only
+        v.local = read_only and self.ref.session_timeout(session_id) is None
 
     def session_over(self, client: int) -> None:
         v = self.view(client)
@@ -180,16 +191,20 @@ class ZkChecker:
         if call_id <= v.last_call:
             self._fail("session order", f"{what} completed after call {v.last_call}")
         v.last_call = call_id
-        if error is not None and error.code == "NOT_READY":
+        if error is not None and error.code in _REFUSED:
+            if error.code == "NOT_READ_ONLY" and not v.read_only:
+                self._fail("read-only", f"{what} was told NOT_READ_ONLY on a read-write connection")
             if tag:
                 if tag in self.applied_tags:
-                    self._fail("refusal", f"{what} was reported NOT_READY yet applied")
+                    self._fail("refusal", f"{what} was reported {error.code} yet applied")
                 self.refused_tags[tag] = what
             return
         if error is not None and error.code == "SESSION_EXPIRED" and v.session_id:
             # Told only once the session's close is committed (the replica delivered it first).
             if self.ref.session_timeout(v.session_id) is not None:
                 self._fail("sessions", f"{what} was told SESSION_EXPIRED while session 0x{v.session_id:x} is live")
+        if type(op) is CloseSession and v.local and error is None:
+            return  # a local session closes on its replica alone: nothing is committed
         if isinstance(op, _WRITES):
             self._write(v, what, op, zxid, error, value)
         elif error is None or error.code == "NO_NODE":

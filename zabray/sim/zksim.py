@@ -22,6 +22,8 @@ from typing import Any
 from zabray.protocol.actions import Committed, Deliver, Failed, SessionsTouched
 from zabray.protocol.events import Event, Submit, TouchSessions
 from zabray.protocol.messages import PeerState
+from zabray.protocol.role import Phase
+from zabray.sim.replica import SimReplica
 from zabray.sim.simulator import SimOptions, SimResult, Simulation
 from zabray.sim.zkcheck import ZkChecker
 from zabray.tree import DataTree
@@ -51,6 +53,14 @@ class ZkSimOptions:
     eager: bool = False
     """Clients send calls right behind their connect, before its answer (the Java client's Netty
     socket does): the replicas must hold them until the session is there."""
+    read_only: bool = False
+    """Replicas serve read-only sessions once they have looked for a leader ``read_only_after_ms``
+    (ZooKeeper's readonlymode.enabled)."""
+    read_only_after_ms: int = 2000
+    read_only_clients: float = 0.0
+    """The share of clients that accept read-only sessions (kazoo's read_only=True); each probes
+    for a read-write replica every ``rw_probe_ms`` while read-only and idle."""
+    rw_probe_ms: int = 1000
 
 
 @dataclass
@@ -91,6 +101,7 @@ class ZkSimulation(Simulation):
         self._busy = False
         self._svc_in: list[zm.ServiceEvent] = []
         self._answers: dict[tuple[int, int], str | None] = {}  # (client, call) -> error code
+        self._roles: dict[int, tuple[bool, bool, bool]] = {}  # the role each service last heard
         opts = dataclasses.replace(options) if options is not None else SimOptions()
         opts.app_factory = DataTree
         opts.client_rate = 0.0
@@ -111,7 +122,9 @@ class ZkSimulation(Simulation):
         r = self.replicas[sid]
         assert r.node is not None
         self.services[sid] = ZkService(sid, r.node.app, now_ms=self.now_ms,  # type: ignore[arg-type]
-                                       id_salt=r.incarnation << 32)
+                                       id_salt=r.incarnation << 32,
+                                       read_only_after_ms=self.zopt.read_only_after_ms if self.zopt.read_only else None)
+        self._roles.pop(sid, None)
         if hasattr(self, "zk"):
             self.zk.replica_restarted(sid)
 
@@ -163,46 +176,51 @@ class ZkSimulation(Simulation):
         return self._role_changed(sid, svc, node)
 
     def _role_changed(self, sid: int, svc: ZkService, node: Any) -> list[zm.ServiceAction]:
-        serving = node.role.phase_name() == "broadcast" and node.state in (
+        serving = node.role.phase is Phase.BROADCAST and node.state in (
             PeerState.LEADING, PeerState.FOLLOWING, PeerState.OBSERVING)
         leading = serving and node.state == PeerState.LEADING
-        if (serving, leading) == (svc.serving, svc.leading):
+        looking = node.state == PeerState.LOOKING and not node.rejoining
+        role = (serving, leading, looking)
+        if role == self._roles.get(sid, (False, False, False)):
             return []
-        self._log(f"  service {sid}: serving={serving} leading={leading}")
-        return svc.step(zm.RoleChanged(serving, leading))
+        self._roles[sid] = role
+        self._log(f"  service {sid}: serving={serving} leading={leading} looking={looking}")
+        return svc.step(zm.RoleChanged(serving, leading, looking))
 
-    def _route(self, sid: int, r: Any, a: object) -> None:
-        t = type(a)
-        if t is Deliver:
-            super()._route(sid, r, a)
-            self._svc_in.append(zm.TxnDelivered(a.result))  # type: ignore[attr-defined]
-        elif (t is Committed or t is Failed) and a.request_id < _BASE_RIDS:  # type: ignore[attr-defined]
-            if t is Committed:
-                self._svc_in.append(zm.TxnCommitted(a.request_id, a.zxid, a.result))  # type: ignore[attr-defined]
-            else:
-                self._svc_in.append(zm.TxnFailed(a.request_id, a.reason, a.uncertain))  # type: ignore[attr-defined]
-        elif t is SessionsTouched:
-            self._svc_in.append(zm.SessionsAlive(a.sessions))  # type: ignore[attr-defined]
-        else:
-            super()._route(sid, r, a)
+    def _delivered(self, sid: int, r: SimReplica, a: Deliver) -> None:
+        super()._delivered(sid, r, a)
+        self._svc_in.append(zm.TxnDelivered(a.result))
+
+    def _reply(self, sid: int, r: SimReplica, a: Committed | Failed | SessionsTouched) -> None:
+        match a:
+            case Committed() if a.request_id < _BASE_RIDS:
+                self._svc_in.append(zm.TxnCommitted(a.request_id, a.zxid, a.result))
+            case Failed() if a.request_id < _BASE_RIDS:
+                self._svc_in.append(zm.TxnFailed(a.request_id, a.reason, a.uncertain))
+            case SessionsTouched():
+                self._svc_in.append(zm.SessionsAlive(a.sessions))
+            case _:
+                super()._reply(sid, r, a)
 
     def _service_actions(self, sid: int, actions: list[zm.ServiceAction]) -> None:
         for a in actions:
-            t = type(a)
-            if t is zm.SubmitTxn:
-                self._coreq.append((sid, Submit(a.rid, a.request), "client request"))  # type: ignore[attr-defined]
-            elif t is zm.ReportTouches:
-                self._coreq.append((sid, TouchSessions(a.sessions), "touches"))  # type: ignore[attr-defined]
-            elif t is zm.CloseConn:
-                link = self.links.get(a.conn)  # type: ignore[attr-defined]
-                if link is not None and link.server_open:
-                    link.server_open = False
-                    link.up.clear()
-                    link.down.append(CLOSED)
-            else:
-                link = self.links.get(a.conn)  # type: ignore[attr-defined]
-                if link is not None and link.server_open and link.client_open:
-                    link.down.append(a)
+            match a:
+                case zm.SubmitTxn():
+                    self._coreq.append((sid, Submit(a.rid, a.request), "client request"))
+                case zm.ReportTouches():
+                    self._coreq.append((sid, TouchSessions(a.sessions), "touches"))
+                case zm.CloseConn():
+                    link = self.links.get(a.conn)
+                    if link is not None and link.server_open:
+                        link.server_open = False
+                        link.up.clear()
+                        link.down.append(CLOSED)
+                case zm.Reply() | zm.WatchFired() | zm.SessionEnded():
+                    link = self.links.get(a.conn)
+                    if link is not None and link.server_open and link.client_open:
+                        link.down.append(a)
+                case _:
+                    raise TypeError(f"unknown service action {a!r:.60}")
         self._run_core()
 
     def _tick(self) -> None:
@@ -250,16 +268,22 @@ class ZkSimulation(Simulation):
                     self.stats["zk_calls"] += 1
                     if error is None:
                         self.stats["zk_ok"] += 1
+                    if c.core.connected_ro and error is None and not isinstance(op, zm.Write):
+                        self.stats["zk_read_only_reads"] += 1
+                    elif error is not None and error.code == "NOT_READ_ONLY":
+                        self.stats["zk_not_read_only"] += 1
                     self.zk.completed(c.id, call_id, op, watch, tag, zxid, error, value)
                 case cs.Notice(_, kind, path, event, zxid):
                     self._log(f"  client {c.id} watch {kind} {path} {event} at {zxid:#x}")
                     self.stats["zk_watches"] += 1
                     self.zk.notice(c.id, kind, path, zxid)
-                case cs.Connected(replica, session_id, first):
+                case cs.Connected(replica, session_id, first, read_only):
                     self._log(f"  client {c.id} session 0x{session_id:x} on replica {replica}"
-                              f"{'' if first else ' (moved)'}")
+                              f"{'' if first else ' (moved)'}{' read-only' if read_only else ''}")
                     self.stats["zk_moves" if not first else "zk_sessions"] += 1
-                    self.zk.connected(c.id, session_id)
+                    if read_only:
+                        self.stats["zk_read_only"] += 1
+                    self.zk.connected(c.id, session_id, read_only)
                 case cs.SessionOver(expired):
                     self._log(f"  client {c.id} session over ({'expired' if expired else 'closed'})")
                     if expired:
@@ -316,8 +340,10 @@ class ZkSimulation(Simulation):
             rng.shuffle(replicas)
             cid = self._next_client
             self._next_client += 1
+            # (the draw only when some clients may be read-only: other runs keep their schedules)
+            ro = self.zopt.read_only_clients > 0 and rng.random() < self.zopt.read_only_clients
             c = _Client(cid, cs.ClientSession(replicas, self.zopt.session_timeout_ms, self.now_ms,
-                                              eager=self.zopt.eager))
+                                              eager=self.zopt.eager, read_only=ro, rw_probe_ms=self.zopt.rw_probe_ms))
             self.clients[slot] = c
             self.clients_by_id[cid] = c
             self._log(f"client {cid} starts")
@@ -422,7 +448,7 @@ class ZkSimulation(Simulation):
         if self.zopt.warmup:
             self._log("warm-up: elect a leader calmly")
             self.settle(lambda: self._established_leader() is not None and all(
-                r.node is not None and r.node.role.phase_name() == "broadcast" for r in self.replicas.values()))
+                r.node is not None and r.node.role.phase is Phase.BROADCAST for r in self.replicas.values()))
         return super().run()
 
     def finish(self) -> SimResult:

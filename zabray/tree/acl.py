@@ -7,10 +7,14 @@ live 3.8 server:
 - an ACL is a list of (perms, scheme, id); duplicates are dropped (first kept), an empty list is
   INVALID_ACL. Perms are not validated (3.8 accepts 0, 64 or -1 alike).
 - schemes: ``world`` (only ``anyone``), ``digest`` (``user:base64(sha1(user:password))``, two
-  non-empty-trailing ``:`` parts), ``ip`` (IPv4 address or ``a.b.c.d/bits``), and ``auth``, which
-  expands to every authenticated id of the requester (digest ids; ip ids do not count) and is
+  non-empty-trailing ``:`` parts), ``ip`` (IPv4 address or ``a.b.c.d/bits``), ``sasl`` (only where
+  SASL is configured, as ZooKeeper knows the scheme only with its SASLAuthenticationProvider; an
+  id is a user name, invalid only as a malformed Kerberos name), and ``auth``, which expands to
+  every authenticated id of the requester (digest and sasl ids; ip ids do not count) and is
   INVALID_ACL when there is none. Anything else is INVALID_ACL.
 - a requester holding an id of scheme ``super`` passes every check; an empty ACL lets anyone in.
+  A ``sasl`` entry admits the same SASL user, and the SASL user named ``super`` (ZooKeeper's
+  SASLAuthenticationProvider.matches).
 """
 
 from __future__ import annotations
@@ -105,18 +109,27 @@ def ip_matches(address: str, expr: str) -> bool:
     return c is not None and raw is not None and _mask(raw, c[1]) == c[0]
 
 
-def valid_id(scheme: str, id_: str) -> bool:
-    """Is (scheme, id) an id a stored ACL may name? (``auth`` is expanded before this.)"""
+_KERBEROS_NAME = re.compile(r"([^/@]*)(/([^/@]*))?@([^/@]*)")
+_AUTHENTICATED = frozenset({"digest", "sasl"})  # the schemes whose providers say isAuthenticated
+
+
+def valid_id(scheme: str, id_: str, *, sasl: bool = False) -> bool:
+    """Is (scheme, id) an id a stored ACL may name? (``auth`` is expanded before this.)
+    ``sasl``: the ensemble authenticates with SASL, so the ``sasl`` scheme exists."""
     if scheme == "world":
         return id_ == "anyone"
     if scheme == "digest":
         return len(_java_split(id_, ":")) == 2
     if scheme == "ip":
         return _cidr(id_) is not None
+    if scheme == "sasl" and sasl:
+        # ZooKeeper's isValid: whatever Hadoop's KerberosName accepts (a name with '@' must
+        # have the form primary[/instance]@REALM)
+        return "@" not in id_ or _KERBEROS_NAME.fullmatch(id_) is not None
     return False
 
 
-def fixup_acl(acl: Iterable[ACL], auth: Iterable[AuthId], path: str) -> tuple[ACL, ...]:
+def fixup_acl(acl: Iterable[ACL], auth: Iterable[AuthId], path: str, *, sasl: bool = False) -> tuple[ACL, ...]:
     """The ACL to store for a create/setACL by a requester holding ``auth``; INVALID_ACL as above."""
     uniq = tuple(dict.fromkeys(acl))
     if not uniq:
@@ -124,11 +137,12 @@ def fixup_acl(acl: Iterable[ACL], auth: Iterable[AuthId], path: str) -> tuple[AC
     out: list[ACL] = []
     for perms, scheme, id_ in uniq:
         if scheme == "auth":
-            ids = [(perms, s, i) for s, i in auth if s == "digest"]
+            ids = [(perms, s, i) for s, i in auth if s in _AUTHENTICATED]
             if not ids:
-                raise InvalidACLError(f"{path}: the 'auth' scheme needs an authenticated (digest) identity", path=path)
+                raise InvalidACLError(f"{path}: the 'auth' scheme needs an authenticated (digest or sasl) identity",
+                                      path=path)
             out.extend(ids)
-        elif valid_id(scheme, id_):
+        elif valid_id(scheme, id_, sasl=sasl):
             out.append((perms, scheme, id_))
         else:
             raise InvalidACLError(f"{path}: invalid ACL id {scheme}:{id_}", path=path)
@@ -152,7 +166,8 @@ def allowed(acl: Iterable[ACL], perm: int, auth: Iterable[AuthId]) -> bool:
         for s, i in ids:
             if s != scheme:
                 continue
-            if (scheme == "digest" and i == id_) or (scheme == "ip" and ip_matches(i, id_)):
+            if ((scheme == "digest" and i == id_) or (scheme == "ip" and ip_matches(i, id_))
+                    or (scheme == "sasl" and (i == id_ or i == "super"))):
                 return True
     return False
 

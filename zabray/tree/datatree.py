@@ -143,10 +143,13 @@ def _corrupt(zxid: int, msg: str) -> CorruptionError:
 class DataTree:
     """The tree and the leader's request processor; implements ``StateMachine``."""
 
-    def __init__(self, *, max_data_bytes: int = DEFAULT_MAX_DATA_BYTES) -> None:
+    def __init__(self, *, max_data_bytes: int = DEFAULT_MAX_DATA_BYTES, sasl_acls: bool = False) -> None:
+        """``sasl_acls``: ACLs may name the ``sasl`` scheme (the ensemble authenticates with
+        SASL); every replica of an ensemble must agree, as its config does."""
         if type(max_data_bytes) is not int or max_data_bytes < 0:
             raise BadArgumentsError(f"max_data_bytes must be a non-negative int, got {max_data_bytes!r}")
         self.max_data_bytes = max_data_bytes
+        self.sasl_acls = sasl_acls
         self._nodes: dict[str, Node] = _initial_nodes()
         self._sessions: dict[int, int] = {}  # live session id -> timeout_ms
         self._ephemerals: dict[int, set[str]] = {}  # live session id -> paths it owns
@@ -156,6 +159,7 @@ class DataTree:
         self._last_zxid = 0
         self._processor = RequestProcessor(self)
         self._image: TreeImage | None = None  # a snapshot being encoded: told of each change
+        self._data_bytes = _bytes_of(self._nodes)
 
     # -- reads (served locally, never through Zab) ---------------------------------------------
 
@@ -163,6 +167,12 @@ class DataTree:
     def last_zxid(self) -> int:
         """The zxid of the last txn applied (or of the snapshot restored)."""
         return self._last_zxid
+
+    @property
+    def data_bytes(self) -> int:
+        """Every znode's path and data length, summed (ZooKeeper's approximateDataSize, kept
+        up to date as txns apply, as ZooKeeper keeps it, so ``mntr`` never walks the tree)."""
+        return self._data_bytes
 
     def _node(self, path: str, auth: tuple[AuthId, ...] | None = None, perm: int = PERM_READ) -> Node:
         node = self._nodes.get(validate_path(path))
@@ -393,6 +403,7 @@ class DataTree:
         if self._image is not None:
             self._image.keep(ppath, parent)
         self._nodes[path] = node
+        self._data_bytes += len(path) + size
         parent.add_child(name_of(path))
         parent.stat = Stat(pst.czxid, pst.mzxid, pst.ctime, pst.mtime, pst.version, b.parent_cversion,
                            pst.aversion, pst.ephemeral_owner, pst.data_length, pst.num_children + 1, z)
@@ -414,6 +425,7 @@ class DataTree:
             self._image.keep(path, node)
             self._image.keep(ppath, parent)
         del self._nodes[path]
+        self._data_bytes -= len(path) + node.stat.data_length
         parent.remove_child(name_of(path))
         pst = parent.stat
         parent.stat = Stat(pst.czxid, pst.mzxid, pst.ctime, pst.mtime, pst.version, pst.cversion,
@@ -441,6 +453,7 @@ class DataTree:
         size = 0 if data is None else len(data)
         if self._quotas:
             self._count_in_quota(b.path, 0, size - node.stat.data_length)
+        self._data_bytes += size - node.stat.data_length
         node.data = data
         st = node.stat  # (the hottest write: built field by field, twice as fast as ``replace``)
         node.stat = Stat(st.czxid, z, st.ctime, t, b.version, st.cversion, st.aversion, st.ephemeral_owner,
@@ -534,6 +547,7 @@ class DataTree:
         self._nodes, self._sessions, self._ephemerals = r.nodes, r.sessions, r.ephemerals
         self._containers, self._ttls, self._quotas = r.containers, r.ttls, r.quotas
         self._last_zxid = r.last
+        self._data_bytes = _bytes_of(self._nodes)
         self._processor.abandon()
 
     def digest(self) -> str:
@@ -548,6 +562,10 @@ class DataTree:
         for s in sessions:
             h.update(msgpack.packb(s))
         return h.hexdigest()
+
+
+def _bytes_of(nodes: dict[str, Node]) -> int:
+    return sum(len(p) + n.stat.data_length for p, n in nodes.items())
 
 
 def _initial_nodes() -> dict[str, Node]:

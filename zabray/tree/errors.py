@@ -9,7 +9,7 @@ travels in txns, so codes are never renamed or reused.
 from __future__ import annotations
 
 from zabray.errors import ZabError
-from zabray.wire.zkcodes import Err
+from zabray.tree.codes import Err
 
 
 class ZooKeeperError(ZabError):

@@ -29,7 +29,7 @@ spelled out, so applying it needs no decision. The records themselves live in
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, assert_never
 
 import msgpack
 
@@ -238,34 +238,35 @@ def decode_request(data: bytes) -> Request:
 
 
 def _body_fields(b: TxnBody, *, nested: bool = False) -> list[Any]:
-    t = type(b)
-    if t is CreateTxn:
-        c: CreateTxn = b  # type: ignore[assignment]
-        return [OpCode.CREATE, c.path, c.data, c.ephemeral_owner, c.parent_cversion, [list(e) for e in c.acl], c.stat]
-    if t is DeleteTxn:
-        return [OpCode.DELETE, b.path]  # type: ignore[union-attr]
-    if t is SetDataTxn:
-        return [OpCode.SET_DATA, b.path, b.data, b.version]  # type: ignore[union-attr]
-    if t is CheckTxn:
-        return [OpCode.CHECK, b.path, b.version]  # type: ignore[union-attr]
+    match b:
+        case CreateTxn():
+            return [OpCode.CREATE, b.path, b.data, b.ephemeral_owner, b.parent_cversion, [list(e) for e in b.acl],
+                    b.stat]
+        case DeleteTxn():
+            return [OpCode.DELETE, b.path]
+        case SetDataTxn():
+            return [OpCode.SET_DATA, b.path, b.data, b.version]
+        case CheckTxn():
+            return [OpCode.CHECK, b.path, b.version]
     if nested:
-        raise TypeError(f"{t.__name__} cannot be part of a multi txn")
-    if t is SetACLTxn:
-        a: SetACLTxn = b  # type: ignore[assignment]
-        return [OpCode.SET_ACL, a.path, [list(e) for e in a.acl], a.aversion]
-    if t is DeleteContainerTxn:
-        return [OpCode.DELETE_CONTAINER, b.path]  # type: ignore[union-attr]
-    if t is MultiTxn:
-        return [OpCode.MULTI, [_body_fields(s, nested=True) for s in b.txns]]  # type: ignore[union-attr]
-    if t is CreateSessionTxn:
-        return [OpCode.CREATE_SESSION, b.timeout_ms]  # type: ignore[union-attr]
-    if t is CloseSessionTxn:
-        return [OpCode.CLOSE_SESSION, list(b.paths)]  # type: ignore[union-attr]
-    if t is SyncTxn:
-        return [OpCode.SYNC, b.path]  # type: ignore[union-attr]
-    if t is ErrorTxn:
-        return [OpCode.ERROR, b.op, b.code, b.message, b.path, b.index]  # type: ignore[union-attr]
-    raise TypeError(f"not a txn body: {b!r:.60}")
+        raise TypeError(f"{type(b).__name__} cannot be part of a multi txn")
+    match b:
+        case SetACLTxn():
+            return [OpCode.SET_ACL, b.path, [list(e) for e in b.acl], b.aversion]
+        case DeleteContainerTxn():
+            return [OpCode.DELETE_CONTAINER, b.path]
+        case MultiTxn():
+            return [OpCode.MULTI, [_body_fields(s, nested=True) for s in b.txns]]
+        case CreateSessionTxn():
+            return [OpCode.CREATE_SESSION, b.timeout_ms]
+        case CloseSessionTxn():
+            return [OpCode.CLOSE_SESSION, list(b.paths)]
+        case SyncTxn():
+            return [OpCode.SYNC, b.path]
+        case ErrorTxn():
+            return [OpCode.ERROR, b.op, b.code, b.message, b.path, b.index]
+        case _:
+            assert_never(b)
 
 
 def encode_txn(rec: TxnRecord) -> bytes:

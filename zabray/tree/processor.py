@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import replace
-from typing import Protocol
+from typing import Protocol, assert_never
 
 from zabray.tree import acl as acls
 from zabray.tree.errors import (
@@ -102,6 +102,7 @@ class CommittedState(Protocol):
     """What the processor reads from the committed tree."""
 
     max_data_bytes: int
+    sasl_acls: bool
 
     def node_view(self, path: str) -> NodeView | None: ...
 
@@ -253,42 +254,49 @@ class RequestProcessor:
     def _prepare(self, req: Request, s: _Scratch) -> TxnBody:
         op: Op = req.op
         sid = req.session_id
-        t = type(op)
-        if t is DeleteContainer:
-            return self._delete_container(op, req.time_ms, s)  # type: ignore[arg-type]
-        if t is CreateSession:
-            return self._create_session(op, sid, s)  # type: ignore[arg-type]
-        if t is CloseSession:
-            return self._close_session(sid, s)
+        match op:
+            case DeleteContainer():
+                return self._delete_container(op, req.time_ms, s)
+            case CreateSession():
+                return self._create_session(op, sid, s)
+            case CloseSession():
+                return self._close_session(sid, s)
         if sid != 0 and s.session(sid) is None:
             raise SessionExpiredError(f"session 0x{sid:x} is not live")
-        if t is Multi:
-            subs = []
-            for i, sub in enumerate(op.ops):  # type: ignore[union-attr]
-                try:
-                    subs.append(self._sub(sub, sid, req.auth, s))
-                except ZooKeeperError as e:
-                    e.index = i
-                    e.message = f"multi op {i}: {e.message}"
-                    raise
-            return MultiTxn(tuple(subs))
-        if t is Sync:
-            return SyncTxn(op.path)  # type: ignore[union-attr]  # (echoed, never judged, as by ZooKeeper)
-        if t is SetACL:
-            return self._set_acl(op, req.auth, s)  # type: ignore[arg-type]
-        return self._sub(op, sid, req.auth, s)  # type: ignore[arg-type]
+        match op:
+            case Multi():
+                subs = []
+                for i, sub in enumerate(op.ops):
+                    try:
+                        subs.append(self._sub(sub, sid, req.auth, s))
+                    except ZooKeeperError as e:
+                        e.index = i
+                        e.message = f"multi op {i}: {e.message}"
+                        raise
+                return MultiTxn(tuple(subs))
+            case Sync():
+                return SyncTxn(op.path)  # (echoed, never judged, as by ZooKeeper)
+            case SetACL():
+                return self._set_acl(op, req.auth, s)
+            case Create() | Delete() | SetData() | Check():
+                return self._sub(op, sid, req.auth, s)
+            case _:
+                assert_never(op)
 
     def _sub(
         self, op: SubOp, sid: int, auth: tuple[AuthId, ...], s: _Scratch
     ) -> CreateTxn | DeleteTxn | SetDataTxn | CheckTxn:
-        t = type(op)
-        if t is Create:
-            return self._create(op, sid, auth, s)  # type: ignore[arg-type]
-        if t is Delete:
-            return self._delete(op, auth, s)  # type: ignore[arg-type]
-        if t is SetData:
-            return self._set_data(op, auth, s)  # type: ignore[arg-type]
-        return self._check(op, auth, s)  # type: ignore[arg-type]
+        match op:
+            case Create():
+                return self._create(op, sid, auth, s)
+            case Delete():
+                return self._delete(op, auth, s)
+            case SetData():
+                return self._set_data(op, auth, s)
+            case Check():
+                return self._check(op, auth, s)
+            case _:
+                assert_never(op)
 
     def _data(self, data: bytes | None, path: str) -> None:
         limit = self._tree.max_data_bytes
@@ -323,7 +331,7 @@ class RequestProcessor:
         if path == ROOT and not op.sequential:
             raise NodeExistsError("/ already exists", path=path)
         self._data(op.data, path)
-        acl = acls.fixup_acl(op.acl, auth, path)
+        acl = acls.fixup_acl(op.acl, auth, path, sasl=self._tree.sasl_acls)
         ppath = parent_of(path)
         parent = s.node(ppath)
         if parent is None:
@@ -396,7 +404,7 @@ class RequestProcessor:
 
     def _set_acl(self, op: SetACL, auth: tuple[AuthId, ...], s: _Scratch) -> SetACLTxn:
         path = validate_path(op.path)
-        acl = acls.fixup_acl(op.acl, auth, path)
+        acl = acls.fixup_acl(op.acl, auth, path, sasl=self._tree.sasl_acls)
         node = s.node(path)
         if node is None:
             raise NoNodeError(f"{path} does not exist", path=path)

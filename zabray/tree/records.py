@@ -9,9 +9,9 @@ import enum
 from dataclasses import dataclass
 
 from zabray.fastinit import fast_inits
+from zabray.tree import codes as zkcodes
 from zabray.tree.errors import BadArgumentsError
 from zabray.tree.znode import ACL, OPEN_ACL, TTL_MAX, AuthId
-from zabray.wire import zkcodes
 
 
 class OpCode(enum.IntEnum):

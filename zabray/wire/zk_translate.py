@@ -28,8 +28,7 @@ from zabray.zk import messages as zm
 
 OC = zp.OpCode
 CREATES = frozenset({zp.OpCode.CREATE, zp.OpCode.CREATE2, zp.OpCode.CREATE_CONTAINER, zp.OpCode.CREATE_TTL})
-_UNIMPLEMENTED: dict[int, str] = {zp.OpCode.SASL: "SASL authentication",
-                                  zp.OpCode.DELETE_CONTAINER: "deleteContainer from a client"}
+_UNIMPLEMENTED: dict[int, str] = {zp.OpCode.DELETE_CONTAINER: "deleteContainer from a client"}
 
 
 def acl_in(acl: tuple[zp.ACL, ...] | None) -> tuple[TreeACL, ...]:
@@ -191,6 +190,8 @@ def _to_op(op: int, b: Any) -> zm.ClientOp:
             return zm.WhoAmI()
         case OC.AUTH:
             return zm.AddAuth(b.scheme, b.auth)
+        case OC.SASL:
+            return zm.Sasl(bytes(b.token or b""))
         case OC.SET_WATCHES:
             return zm.SetWatches(b.relativeZxid, zm.Watches(_paths(b.dataWatches), _paths(b.existWatches),
                                                             _paths(b.childWatches)))
@@ -259,6 +260,8 @@ def to_response(op: int, value: Any, sub_ops: tuple[int, ...] = ()) -> zp.Record
             return zp.ErrorResponse(0)
         case OC.WHO_AM_I:
             return zp.WhoAmIResponse(tuple(zp.ClientInfo(s, u) for s, u in value))
+        case OC.SASL:
+            return zp.SetSASLResponse(value)
         case OC.MULTI:
             return zp.MultiResponse(tuple((o, 0, _result(o, v)) for o, v in zip(sub_ops, value, strict=True)))
         case OC.MULTI_READ:

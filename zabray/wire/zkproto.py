@@ -1,5 +1,5 @@
 """ZooKeeper's client protocol (3.8): records and request/reply framing, sans IO (the codes
-themselves are in ``zabray.wire.zkcodes``).
+themselves are in ``zabray.tree.codes``).
 
 The source of truth is ZooKeeper's ``zookeeper.jute`` and its ``ZooDefs``/``KeeperException``
 constants; the numbers below are those. A client connection carries 4-byte big-endian
@@ -21,8 +21,7 @@ from typing import Any, ClassVar
 
 from zabray.errors import CodecError
 from zabray.fastinit import fast_inits
-from zabray.wire.jute import Reader, Record, Writer
-from zabray.wire.zkcodes import (  # noqa: F401 (re-exported: callers spell them zkproto.X)
+from zabray.tree.codes import (  # noqa: F401 (re-exported: callers spell them zkproto.X)
     AddWatchMode,
     CreateMode,
     Err,
@@ -33,6 +32,7 @@ from zabray.wire.zkcodes import (  # noqa: F401 (re-exported: callers spell them
     WatcherType,
     Xid,
 )
+from zabray.wire.jute import Reader, Record, Writer
 
 DEFAULT_MAX_FRAME = 0xFFFFF  # jute.maxbuffer's default: 1 MiB - 1
 _LEN = struct.Struct(">i")
@@ -340,6 +340,22 @@ class WhoAmIResponse(Record):
     FIELDS: ClassVar[tuple[Any, ...]] = (("vector", ClientInfo),)
 
 
+@dataclass(frozen=True, slots=True)
+class GetSASLRequest(Record):
+    """A SASL mechanism's token from the client (opcode 102)."""
+
+    token: bytes | None
+    FIELDS: ClassVar[tuple[Any, ...]] = ("buffer",)
+
+
+@dataclass(frozen=True, slots=True)
+class SetSASLResponse(Record):
+    """The server's SASL token in answer."""
+
+    token: bytes | None
+    FIELDS: ClassVar[tuple[Any, ...]] = ("buffer",)
+
+
 # -- multi ---------------------------------------------------------------------------------
 
 _END = MultiHeader(-1, True, -1)
@@ -452,6 +468,7 @@ REQUESTS: dict[int, type[Record] | None] = {
     OpCode.CLOSE_SESSION: None,
     OpCode.WHO_AM_I: None,
     OpCode.AUTH: AuthPacket,
+    OpCode.SASL: GetSASLRequest,
     OpCode.SET_WATCHES: SetWatches,
     OpCode.SET_WATCHES2: SetWatches2,
     OpCode.ADD_WATCH: PathTypeRequest,
@@ -484,6 +501,7 @@ RESPONSES: dict[int, type[Record] | None] = {
     OpCode.CLOSE_SESSION: None,
     OpCode.WHO_AM_I: WhoAmIResponse,
     OpCode.AUTH: None,
+    OpCode.SASL: SetSASLResponse,
     OpCode.SET_WATCHES: None,
     OpCode.SET_WATCHES2: None,
     OpCode.ADD_WATCH: ErrorResponse,  # ZooKeeper answers ErrorResponse(0); its Java client reads it
@@ -529,12 +547,13 @@ def encode_request(xid: int, op: int, body: Record | None) -> bytes:
     return bytes(w.buf)
 
 
-def encode_reply(xid: int, zxid: int, err: int, body: Record | None = None) -> bytes:
-    """A length-prefixed reply frame; the body is sent only when ``err`` is OK (as ZooKeeper does)."""
+def encode_reply(xid: int, zxid: int, err: int, body: Record | None = None, *, body_on_error: bool = False) -> bytes:
+    """A length-prefixed reply frame; the body is sent only when ``err`` is OK (as ZooKeeper does),
+    or with ``body_on_error`` (ZooKeeper's failed SASL step carries its null token)."""
     w = Writer()
     w.buf += b"\0\0\0\0"
     ReplyHeader(xid, zxid, err).write(w)
-    if body is not None and err == Err.OK:
+    if body is not None and (err == Err.OK or body_on_error):
         body.write(w)
     _LEN.pack_into(w.buf, 0, len(w.buf) - 4)
     return bytes(w.buf)

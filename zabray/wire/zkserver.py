@@ -44,6 +44,17 @@ _EVENT_TYPES = {"created": zp.EventType.NODE_CREATED, "deleted": zp.EventType.NO
 _MOVE_ON = frozenset({"NOT_READY", "BEHIND", "CONNECTION_LOSS"})
 _CONNECT = -10  # the opcode remembered for the handshake (ZooKeeper's createSession)
 _SET_DATA = int(zp.OpCode.SET_DATA)
+_O = zp.OpCode
+LAST_OP: dict[int, str] = {
+    _O.PING: "PING", _CONNECT: "SESS", _O.MULTI: "MULT", _O.MULTI_READ: "MLTR", _O.CREATE: "CREA",
+    _O.CREATE2: "CREA", _O.CREATE_TTL: "CREA", _O.CREATE_CONTAINER: "CREA", _O.DELETE: "DELE",
+    _O.DELETE_CONTAINER: "DELE", _O.SET_DATA: "SETD", _O.RECONFIG: "RECO", _O.SET_ACL: "SETA",
+    _O.CLOSE_SESSION: "CLOS", _O.SYNC: "SYNC", _O.CHECK: "CHEC", _O.EXISTS: "EXIS", _O.GET_DATA: "GETD",
+    _O.SET_WATCHES: "SETW", _O.SET_WATCHES2: "STW2", _O.ADD_WATCH: "ADDW", _O.GET_ACL: "GETA",
+    _O.GET_CHILDREN: "GETC", _O.GET_CHILDREN2: "GETC", _O.GET_ALL_CHILDREN_NUMBER: "GETACN",
+    _O.CHECK_WATCHES: "CHKW", _O.REMOVE_WATCHES: "REMW", _O.WHO_AM_I: "HOMI", _O.GET_EPHEMERALS: "GETE",
+}
+"""What ``cons`` shows as a connection's last operation (ZooKeeper's FinalRequestProcessor names)."""
 
 
 def session_password(session_id: int, key: bytes) -> bytes:
@@ -75,14 +86,17 @@ class ZkServerConn:
     """ZooKeeper's client protocol on one connection (see the module docstring)."""
 
     def __init__(self, *, key: bytes, peer_ip: str, max_frame: int = zp.DEFAULT_MAX_FRAME,
-                 words: frozenset[str] = frozenset()) -> None:
+                 words: frozenset[str] = frozenset(), nonce: str = "") -> None:
+        """``nonce``: this connection's fresh, unguessable SASL nonce (DIGEST-MD5), from the shell."""
         self.key = key
+        self.nonce = nonce
         self.peer_ip = peer_ip
         self.words = words
         self.frames = zp.FrameSplitter(max_frame)
         self.connected = False  # the ConnectRequest was read
         self.read_only = False
         self.session_id = 0
+        self.timeout_ms = 0  # the session timeout negotiated
         self.closed = False
         self._next = 1
         self._pending: dict[int, tuple[int, int, tuple[int, ...]]] = {}  # id -> (xid, opcode, sub ops)
@@ -114,6 +128,8 @@ class ZkServerConn:
                 continue
             req = zp.decode_request(payload)
             op = to_op(req)
+            if type(op) is zm.Sasl:
+                op = zm.Sasl(op.token, self.nonce)
             sub: tuple[int, ...] = ()
             if req.op in (zp.OpCode.MULTI, zp.OpCode.MULTI_READ) and req.body is not None:
                 sub = tuple(o for o, _ in req.body.ops)  # type: ignore[attr-defined]
@@ -137,10 +153,15 @@ class ZkServerConn:
         self._next += 1
         self._pending[rid] = (0, _CONNECT, ())
         out.requests.append((rid, zm.Connect(req.sessionId, req.timeOut, req.lastZxidSeen,
-                                             auth=(("ip", self.peer_ip),))))
+                                             auth=(("ip", self.peer_ip),), read_only=bool(req.read_only))))
 
     def _expired(self) -> bytes:
         return zp.encode_record(zp.ConnectResponse(0, 0, 0, bytes(PASSWORD_LEN), self.read_only))
+
+    def pending_op(self, rid: int) -> tuple[int, int] | None:
+        """(client xid, opcode) of the unanswered request ``rid`` (for ``cons``'s statistics)."""
+        entry = self._pending.get(rid)
+        return None if entry is None else (entry[0], entry[1])
 
     def encode(self, action: zm.ServiceAction) -> tuple[bytes, bool]:
         """The bytes that carry ``action`` to the client, and whether to close after them.
@@ -175,11 +196,15 @@ class ZkServerConn:
         if op == _CONNECT:
             if error is not None:
                 return (self._expired() if error.code == "SESSION_EXPIRED" else b""), True
-            sid, timeout = value
+            sid, timeout = value[0], value[1]
+            read_only = len(value) > 2 and bool(value[2])  # (sid, timeout, read-only session?)
             self.session_id = sid
+            self.timeout_ms = int(timeout)
             return zp.encode_record(zp.ConnectResponse(0, int(timeout), sid, session_password(sid, self.key),
-                                                       False)), False
+                                                       bool(read_only))), False
         close = op == zp.OpCode.CLOSE_SESSION
+        if op == zp.OpCode.SASL:
+            zxid = 0  # ZooKeeper answers SASL tokens outside the txn stream, with zxid 0
         if error is None:
             if op == zp.OpCode.EXISTS and value is None:
                 return zp.encode_reply(xid, zxid, zp.Err.NO_NODE), close
@@ -188,12 +213,17 @@ class ZkServerConn:
                 if data is not None:
                     return data, close
             return zp.encode_reply(xid, zxid, 0, to_response(op, value, sub)), close
-        if op == zp.OpCode.MULTI:
-            # A failed multi is answered OK in the header, every op's own result in the body.
+        if op == zp.OpCode.MULTI and error.code != "NOT_READ_ONLY":
+            # A failed multi is answered OK in the header, every op's own result in the body
+            # (a read-only server refuses the whole request in the header, as ZooKeeper's does).
             return zp.encode_reply(xid, zxid, 0, multi_failed(sub, error)), close
+        if op == zp.OpCode.SASL:
+            # As ZooKeeper's processSasl: the error with a null token (the Java client reads the
+            # token of every reply while its SASL exchange runs, then reports AuthFailed).
+            return zp.encode_reply(xid, zxid, zk_code(error.code), zp.SetSASLResponse(None), body_on_error=True), True
         return zp.encode_reply(xid, zxid, zk_code(error.code)), close or error.code == "AUTH_FAILED"
 
 
 _STAT_OPS = frozenset({zp.OpCode.SET_DATA, zp.OpCode.SET_ACL, zp.OpCode.EXISTS})
 
-__all__ = ["Fed", "PASSWORD_LEN", "ZkServerConn", "password_key", "session_password"]
+__all__ = ["LAST_OP", "Fed", "PASSWORD_LEN", "ZkServerConn", "password_key", "session_password"]

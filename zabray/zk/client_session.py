@@ -1,6 +1,6 @@
 """A ZooKeeper client session as a pure state machine: events in, actions out.
 
-No sockets, clock, thread or randomness: the shell (the asyncio client in ``zabray.session``,
+No sockets, clock, thread or randomness: the shell (the asyncio client in ``zabray.client.session``,
 or the simulator) dials the replicas it is asked to, feeds what arrives, and passes time in
 as ``ClientTick(now_ms)``. The replica order is the shell's to choose (``replicas``).
 
@@ -18,6 +18,12 @@ What it promises:
   included, refuses it (``BEHIND``), so it never goes back in time.
 - A watch fires at most once; ``events`` counts notifications handed out, so the shell can wait
   until every notification received before a reply was dispatched before returning that reply.
+- With ``read_only`` it accepts a read-only session from a replica cut off from its quorum (as
+  ZooKeeper's Java client with ``canBeReadOnly``): reads are served, writes come back
+  NOT_READ_ONLY. Until it has been on a read-write replica it asks each replica for a new
+  session (the Java client's seenRwServerBefore: a read-only session is local to its replica);
+  while read-only and idle it tries another replica every ``rw_probe_ms``, and stays on the
+  first that is read-write.
 """
 
 from __future__ import annotations
@@ -142,11 +148,13 @@ class SessionOver(ClientAction):
 
 @dataclass(frozen=True, slots=True)
 class Connected(ClientAction):
-    """The session (re)started on ``replica``; ``first`` for the first time."""
+    """The session (re)started on ``replica``; ``first`` for the first time; ``read_only``: the
+    replica serves it read-only."""
 
     replica: int
     session_id: int
     first: bool
+    read_only: bool = False
 
 
 _LOSS = "CONNECTION_LOSS"
@@ -166,7 +174,7 @@ class ClientSession:
     """One session. Feed ``step``; carry out the actions it returns, in order."""
 
     def __init__(self, replicas: Sequence[int], timeout_ms: int, now_ms: int = 0, *, prefer: int | None = None,
-                 retry_ms: int = 100, eager: bool = False) -> None:
+                 retry_ms: int = 100, eager: bool = False, read_only: bool = False, rw_probe_ms: int = 1000) -> None:
         if not replicas:
             raise ValueError("a session needs at least one replica to connect to")
         self.replicas = list(replicas)
@@ -180,6 +188,11 @@ class ClientSession:
         # does (the replica holds them until the session is there); if that connect then fails,
         # they complete CONNECTION_LOSS, as the Java client's do.
         self.eager = eager
+        self.read_only = read_only  # read-only sessions are acceptable (kazoo/Java: canBeReadOnly)
+        self.rw_probe_ms = rw_probe_ms
+        self.seen_rw = False  # has been on a read-write replica (its session is a global one)
+        self.connected_ro = False  # the serving connection is read-only
+        self._ro_since = now_ms
         self.session_id = 0
         self.last_zxid = 0  # the newest zxid seen, notifications included: never read older
         self.replied_zxid = 0  # the newest zxid of a reply: every notification up to it is in
@@ -280,12 +293,15 @@ class ClientSession:
             w[kind].append(path)
         xid = self._xid()
         self._connect_xid = xid
+        # A read-only session is local to its replica: until the client has been on a
+        # read-write one it asks for a new session each time (the Java client's rule).
+        sid = self.session_id if self.seen_rw or not self.read_only else 0
         # Watches are re-registered from the newest reply, not the newest notification: a
         # change fires several notifications (the path's data and child watches, its
         # parent's), and a connection can break after the first of them arrived.
-        self._out.append(SendOp(conn, xid, Connect(self.session_id, self.timeout_ms, self.last_zxid,
+        self._out.append(SendOp(conn, xid, Connect(sid, self.timeout_ms, self.last_zxid,
                                                    Watches(tuple(w["data"]), tuple(w["exist"]), tuple(w["child"])),
-                                                   watches_since=self.replied_zxid)))
+                                                   watches_since=self.replied_zxid, read_only=self.read_only)))
         if self.eager:
             self._send(conn)
 
@@ -310,12 +326,15 @@ class ClientSession:
         if not first:
             self.moves += 1
         self.session_id, self.timeout_ms = int(value[0]), int(value[1])
+        self.connected_ro = len(value) > 2 and bool(value[2])
+        self.seen_rw |= not self.connected_ro
+        self._ro_since = self.now
         self.dialing = None
         self.conn = conn
         self.connected_to = self._dial_replica
         self._tried = 0
         self.last_heard = self.last_sent = self.now
-        self._out.append(Connected(self._dial_replica, self.session_id, first))
+        self._out.append(Connected(self._dial_replica, self.session_id, first, self.connected_ro))
         self._flush()
 
     def _xid(self) -> int:
@@ -464,6 +483,10 @@ class ClientSession:
         t = self.timeout_ms
         if now - self.last_heard > 2 * t // 3:
             self._drop_conn(ErrorInfo(_LOSS, f"nothing from replica {self.connected_to} for {now - self.last_heard} ms"))
+            return
+        if self.connected_ro and not self.inflight and not self.outbox and now - self._ro_since >= self.rw_probe_ms:
+            # Read-only and idle: try the next replica, which may be read-write again.
+            self._drop_conn(ErrorInfo(_LOSS, "looking for a read-write replica"))
             return
         if now - self.last_sent > t // 3 or now - self.last_heard > t // 3:
             self.last_sent = now

@@ -3,7 +3,7 @@
 Protocol-neutral: requests are ZooKeeper's operations as typed records (writes reuse the data
 tree's ``Create``/``Delete``/``SetData``/``Check``/``Multi``/``Sync``/``CloseSession``),
 replies carry ZooKeeper's error codes and plain values (``Stat``, paths, bytes). A wire
-protocol (today the bespoke msgpack one in ``zabray.zk.bespoke``; later ZooKeeper's jute)
+protocol (today the bespoke msgpack one in ``zabray.wire.bespoke``; later ZooKeeper's jute)
 maps its frames onto these. A connection is an opaque int the host chose.
 """
 
@@ -36,7 +36,10 @@ class Connect:
     ``watches_since``: the zxid ``watches`` are re-registered from (ZooKeeper's SetWatches
     relativeZxid), when it differs from ``last_zxid``: a client has every notification of a
     change at or below the newest *reply* it got, but a notification at zxid Z may have come
-    without the others Z fired before its connection broke."""
+    without the others Z fired before its connection broke. ``read_only``: the client accepts a
+    read-only session (ZooKeeper's ConnectRequest readOnly flag, kazoo's ``read_only=True``,
+    the Java client's ``canBeReadOnly``). The answer's value is (session id, negotiated
+    timeout, whether the session is read-only)."""
 
     session_id: int
     timeout_ms: int
@@ -44,6 +47,7 @@ class Connect:
     watches: Watches = Watches()
     auth: tuple[AuthId, ...] = ()
     watches_since: int | None = None
+    read_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +118,16 @@ class AddAuth:
 
 
 @dataclass(frozen=True, slots=True)
+class Sasl:
+    """A SASL token from the client (ZooKeeper's opcode 102: DIGEST-MD5 here). ``nonce`` is the
+    connection's own, fresh and unguessable, drawn by the shell: the service has no randomness.
+    Answered with the server's token; a failure is AUTH_FAILED and the connection is closed."""
+
+    token: bytes
+    nonce: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class WhoAmI:
     pass
 
@@ -155,7 +169,7 @@ class Malformed:
 
 
 Read = (GetData | Exists | GetChildren | GetACL | GetAllChildrenNumber | GetEphemerals | MultiRead | AddAuth
-        | WhoAmI | AddWatch | CheckWatches | RemoveWatches | SetWatches)
+        | Sasl | WhoAmI | AddWatch | CheckWatches | RemoveWatches | SetWatches)
 """Answered from this replica's tree and tables, in order behind the connection's earlier requests."""
 Write = Create | Delete | SetData | SetACL | Check | Multi | Sync | CloseSession
 ClientOp = Connect | Ping | Read | Write | Malformed | Unimplemented
@@ -222,10 +236,12 @@ class ServiceTick(ServiceEvent):
 @dataclass(frozen=True, slots=True)
 class RoleChanged(ServiceEvent):
     """``serving``: the core is in broadcast (leading, following or observing); ``leading``:
-    it is the established leader."""
+    it is the established leader; ``looking``: it is in leader election (and holds its disk's
+    state: not rejoining), the only time a replica may serve read-only sessions."""
 
     serving: bool
     leading: bool
+    looking: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,7 +319,7 @@ class CloseConn(ServiceAction):
 __all__ = [
     "Check", "CloseSession", "Create", "Delete", "Multi", "SetACL", "SetData", "Sync",
     "Watches", "Connect", "SetWatches", "Ping", "Malformed", "Unimplemented", "GetData", "Exists", "GetChildren",
-    "GetACL", "GetAllChildrenNumber", "GetEphemerals", "MultiRead", "AddAuth", "WhoAmI", "AddWatch",
+    "GetACL", "GetAllChildrenNumber", "GetEphemerals", "MultiRead", "AddAuth", "Sasl", "WhoAmI", "AddWatch",
     "CheckWatches", "RemoveWatches", "Read", "Write", "ClientOp",
     "ServiceEvent", "ConnClosed", "ClientRequest", "TxnDelivered", "TxnCommitted", "TxnFailed",
     "SessionsAlive", "ServiceTick", "RoleChanged", "StepEnd",

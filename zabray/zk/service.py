@@ -24,6 +24,11 @@ READ the znode (ZooKeeper 3.8's rule; the watch is used up either way). One-shot
 watches go with it; a moving client re-registers them with its last seen zxid and those whose
 change it missed fire at once (ZooKeeper's SetWatches).
 
+Read-only mode (``read_only_after_ms``; ``zabray.zk.read_only`` decides when): a replica
+looking for a leader serves clients that asked for read-only from its tree (only committed txns),
+never a session that saw more than the tree (``BEHIND``); writes are NOT_READ_ONLY; leaving the
+mode closes every connection.
+
 Sessions. A new session is a ``create_session`` txn; resuming is refused (``BEHIND``) by a
 replica whose tree is older than the session's last seen zxid, and any connect while not
 serving is refused (``NOT_READY``). Requests sent right behind a new session's connect (the Java
@@ -44,11 +49,12 @@ from collections.abc import Callable
 from typing import Any
 
 from zabray.protocol.events import RID_MASK
-from zabray.tree import AuthId, DataTree, OpCode, Result, ZooKeeperError, authenticate
+from zabray.tree import AuthFailedError, AuthId, DataTree, OpCode, Result, ZooKeeperError, authenticate
 from zabray.tree import ops as tops
 from zabray.tree.acl import allowed as acl_allowed
 from zabray.tree.znode import PERM_READ
 from zabray.zk import reads
+from zabray.zk.digest_md5 import DigestMD5Server, SaslFailure
 from zabray.zk.messages import (
     AddAuth,
     AddWatch,
@@ -78,6 +84,7 @@ from zabray.zk.messages import (
     Reply,
     ReportTouches,
     RoleChanged,
+    Sasl,
     ServiceAction,
     ServiceEvent,
     ServiceTick,
@@ -98,13 +105,15 @@ from zabray.zk.messages import (
     WhoAmI,
     Write,
 )
+from zabray.zk.read_only import ReadOnlyMode
+from zabray.zk.validate import check_request
 from zabray.zk.watches import Fired, WatchTables
 
 log = logging.getLogger(__name__)
 
 MIN_TIMEOUT_MS = 400
 MAX_TIMEOUT_MS = 120_000
-_READS = (GetData, Exists, GetChildren, GetACL, GetAllChildrenNumber, GetEphemerals, MultiRead, AddAuth, WhoAmI,
+_READS = (GetData, Exists, GetChildren, GetACL, GetAllChildrenNumber, GetEphemerals, MultiRead, AddAuth, Sasl, WhoAmI,
           AddWatch, CheckWatches, RemoveWatches, SetWatches)
 _TREE_READS = (GetData, Exists, GetChildren, GetACL, GetAllChildrenNumber, GetEphemerals, MultiRead, WhoAmI)
 _WATCH_OPS = (AddWatch, CheckWatches, RemoveWatches)
@@ -127,7 +136,7 @@ class _Entry:
 
 
 class _Conn:
-    __slots__ = ("conn", "session", "queue", "closing", "reads", "refusing", "auth", "opening", "waiting")
+    __slots__ = ("conn", "session", "queue", "closing", "reads", "refusing", "auth", "opening", "waiting", "sasl")
 
     def __init__(self, conn: int) -> None:
         self.conn = conn
@@ -139,6 +148,7 @@ class _Conn:
         self.auth: tuple[AuthId, ...] = ()  # the connection's ids: its address, then addAuth's
         self.opening: _Entry | None = None  # the connect creating the session, until answered
         self.waiting: list[tuple[int, ClientOp]] = []  # requests that arrived behind it meanwhile
+        self.sasl: DigestMD5Server | None = None  # the connection's SASL exchange, once begun
 
 
 class ZkService:
@@ -150,11 +160,15 @@ class ZkService:
     to ``[min_timeout_ms, max_timeout_ms]``. The leader looks for empty containers and expired
     TTL znodes every ``container_check_ms`` (0: never) and submits their deletion.
     ``super_digest`` (``super:<base64 sha1>``) names ZooKeeper's superuser credential.
+    ``sasl_users`` (name -> password, from the operator's JAAS file) are the DIGEST-MD5 users;
+    None: SASL is not configured and every SASL token is AUTH_FAILED. They are never logged,
+    traced or reported.
     """
 
     def __init__(self, replica: int, tree: DataTree | None = None, *, now_ms: int = 0, id_salt: int = 0,
                  min_timeout_ms: int = MIN_TIMEOUT_MS, max_timeout_ms: int = MAX_TIMEOUT_MS,
-                 container_check_ms: int = 60_000, super_digest: str | None = None) -> None:
+                 container_check_ms: int = 60_000, super_digest: str | None = None,
+                 sasl_users: dict[str, str] | None = None, read_only_after_ms: int | None = None) -> None:
         self.replica = replica
         self.tree = tree if tree is not None else DataTree()
         self.now_ms = now_ms
@@ -163,6 +177,7 @@ class ZkService:
         self.max_timeout_ms = max(min_timeout_ms, max_timeout_ms)
         self.container_check_ms = container_check_ms
         self.super_digest = super_digest
+        self.sasl_users = sasl_users
         self._next_sweep = now_ms + container_check_ms
         self.sweeping: dict[str, int] = {}  # path -> core request id of its delete_container
         self.conns: dict[int, _Conn] = {}
@@ -174,12 +189,14 @@ class ZkService:
         self.expiring: dict[int, int] = {}  # session -> core request id of its close
         self.serving = False
         self.leading = False
+        self.ro = ReadOnlyMode(read_only_after_ms)
         self.dirty: set[int] = set()  # connections to drain at the end of the core step
         self._next_rid = 1
         self._counter = 0
         self._out: list[ServiceAction] = []
         self.stats = {"sessions_created": 0, "sessions_expired": 0, "reads": 0, "writes": 0,
-                      "watch_events": 0, "refused_behind": 0, "refused_not_ready": 0}
+                      "watch_events": 0, "refused_behind": 0, "refused_not_ready": 0, "read_only_sessions": 0,
+                      "refused_not_read_only": 0}
 
     # -- the interface -----------------------------------------------------------------------
 
@@ -208,8 +225,8 @@ class ZkService:
             case ServiceTick(now_ms):
                 self.now_ms = max(self.now_ms, now_ms)
                 self._tick()
-            case RoleChanged(serving, leading):
-                self._role(serving, leading)
+            case RoleChanged(serving, leading, looking):
+                self._role(serving, leading, looking)
             case _:
                 raise TypeError(f"unknown service event {event!r:.80}")
         out, self._out = self._out, []
@@ -220,7 +237,13 @@ class ZkService:
         actor, ``zabray status``) and runs on the replica's loop. ``tree.digest()`` walks it."""
         return {"last_zxid": self.tree.last_zxid, "znodes": len(self.tree),
                 "sessions": len(self.tree.sessions()), "connected": len(self.by_session),
-                "tracking": None if self.tracker is None else len(self.tracker), **self.stats}
+                "tracking": None if self.tracker is None else len(self.tracker),
+                "read_only": self.ro.serving, "local_sessions": len(self.ro.local), **self.stats}
+
+    @property
+    def read_only_serving(self) -> bool:
+        """Cut off from its quorum, the replica serves read-only sessions."""
+        return self.ro.serving
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -230,7 +253,7 @@ class ZkService:
             st = self.conns[conn] = _Conn(conn)
         if isinstance(op, Ping):
             if st.session:
-                self.touched.add(st.session)
+                self._touch(st.session)
             self._out.append(Reply(conn, xid, self.tree.last_zxid, None, None))
             return
         if st.opening is not None:
@@ -252,13 +275,31 @@ class ZkService:
         if not st.session:
             self._answer_now(st, xid, ErrorInfo("SESSION_EXPIRED", "no live session on this connection"))
             return
-        self.touched.add(st.session)
+        self._touch(st.session)
         if isinstance(op, _READS):
             st.queue.append(_Entry(xid, st, op))
             st.reads += 1
             self._drain(st)
+        elif self.ro.serving:
+            self._read_only_write(st, xid, op)
         else:
             self._write(st, xid, op)
+
+    def _touch(self, sid: int) -> None:
+        self.touched.add(sid)
+        if self.ro.serving:
+            self.ro.touch(sid, self.now_ms)
+
+    def _read_only_write(self, st: _Conn, xid: int, op: ClientOp) -> None:
+        """A write in read-only mode: NOT_READ_ONLY, but a local session may close itself."""
+        sid = st.session
+        if isinstance(op, CloseSession) and self.ro.close(sid):
+            self._answer_now(st, xid, None)
+            self._end_local(sid, expired=False)
+            return
+        self.stats["refused_not_read_only"] += 1
+        self._answer_now(st, xid, ErrorInfo(
+            "NOT_READ_ONLY", f"replica {self.replica} is read-only: it cannot reach a quorum, so it takes no writes"))
 
     def _answer_now(self, st: _Conn, xid: int, error: ErrorInfo | None, value: Any = None) -> None:
         e = _Entry(xid, st)
@@ -353,6 +394,7 @@ class ZkService:
         st.queue.append(e)
         sid, t, auth = st.session, self.now_ms, st.auth
         try:
+            check_request(op)  # past this, an exception in the tree is a bug, not a bad request
             match op:
                 case Create(path, data, ephemeral, sequential, acl, container, ttl, stat):
                     data = None if data is None else bytes(data)  # (None: ZooKeeper's null)
@@ -379,10 +421,6 @@ class ZkService:
         except ZooKeeperError as x:
             self._finish(e, Reply(st.conn, xid, self.tree.last_zxid, ErrorInfo(x.code, x.message, x.path, x.index)))
             return
-        except (IndexError, TypeError, ValueError, KeyError) as x:
-            self._finish(e, Reply(st.conn, xid, self.tree.last_zxid,
-                                  ErrorInfo("BAD_ARGUMENTS", f"bad {type(op).__name__} request: {x}")))
-            return
         self.stats["writes"] += 1
         if st.reads:
             e.held = value
@@ -402,6 +440,7 @@ class ZkService:
             e.reply = Reply(st.conn, e.xid, tree.last_zxid, ErrorInfo("SESSION_EXPIRED", "the session expired"))
             return
         try:
+            check_request(op)
             if isinstance(op, _TREE_READS):
                 value = reads.read(tree, self.watches, sid, st.auth, op)
             elif isinstance(op, _WATCH_OPS):
@@ -410,6 +449,8 @@ class ZkService:
                 ip = next((i for s, i in st.auth if s == "ip"), None)  # the connection's own address
                 ids = authenticate(op.scheme, op.credential, super_digest=self.super_digest, address=ip)
                 st.auth += tuple(i for i in ids if i not in st.auth)
+            elif isinstance(op, Sasl):
+                value = self._sasl(st, op)
             elif isinstance(op, SetWatches):
                 w = op.watches
                 self._send_fired(st, self.watches.set_watches(
@@ -417,11 +458,27 @@ class ZkService:
         except ZooKeeperError as x:
             error = ErrorInfo(x.code, x.message, x.path, x.index)
             e.close_after = x.code == "AUTH_FAILED"
-        except (AttributeError, IndexError, TypeError, ValueError) as x:
-            # A field of the wrong type (a null string from the wire): answered, never raised out
-            # of the step, which would leave this entry unanswered and drop the connection.
-            error = ErrorInfo("BAD_ARGUMENTS", f"bad {type(op).__name__} request: {x}")
         e.reply = Reply(st.conn, e.xid, tree.last_zxid, error, value)
+
+    def _sasl(self, st: _Conn, op: Sasl) -> bytes:
+        """One DIGEST-MD5 step (``zabray.zk.digest_md5``); once complete the connection holds
+        ("sasl", user), as ZooKeeper's processSasl adds it. A failure is logged with its reason
+        (never a password) and answered AUTH_FAILED, which closes the connection."""
+        try:
+            if self.sasl_users is None:
+                raise SaslFailure("SASL is not configured on this ensemble (config key zk_sasl_jaas_file)")
+            if st.sasl is None:
+                if not op.nonce:
+                    raise SaslFailure("the connection has no SASL nonce")
+                st.sasl = DigestMD5Server(self.sasl_users, op.nonce)
+            token = st.sasl.respond(op.token)
+        except SaslFailure as x:
+            log.warning("replica %d: SASL authentication of session 0x%x failed: %s", self.replica, st.session, x)
+            raise AuthFailedError(f"SASL authentication failed: {x}") from None
+        user = st.sasl.user
+        if st.sasl.complete and user is not None and ("sasl", user) not in st.auth:
+            st.auth += (("sasl", user),)
+        return token
 
     # -- the core's answers ----------------------------------------------------------------------
 
@@ -435,7 +492,7 @@ class ZkService:
             if result is not None:
                 value = result.value
                 if result.op == OpCode.CREATE_SESSION:
-                    value = (result.session_id, result.value)
+                    value = (result.session_id, result.value, False)
         else:
             x = result.error
             assert x is not None
@@ -504,7 +561,14 @@ class ZkService:
             if t is not None and s not in self.expiring:
                 tr[s] = self.now_ms + t
 
-    def _role(self, serving: bool, leading: bool) -> None:
+    def _role(self, serving: bool, leading: bool, looking: bool = False) -> None:
+        if self.ro.role(serving, looking, self.now_ms):
+            # The replica follows or leads again: like ZooKeeper shutting its read-only server
+            # down, every connection closes (local sessions are forgotten).
+            log.info("replica %d: leaving read-only mode: closing %d connection(s)", self.replica, len(self.conns))
+            for st in sorted(self.conns.values(), key=lambda c: c.conn):
+                self._out.append(CloseConn(st.conn))
+                self._conn_closed(st.conn)
         if self.serving and not serving:
             # ZooKeeper drops its clients when it loses the leader: they move to a serving replica.
             for st in sorted(self.conns.values(), key=lambda c: c.conn):
@@ -528,6 +592,7 @@ class ZkService:
 
     def _tick(self) -> None:
         if not self.serving:
+            self._read_only_tick()
             return
         if self.touched:
             self._out.append(ReportTouches(tuple(sorted(self.touched))))
@@ -547,6 +612,45 @@ class ZkService:
                 if path not in self.sweeping:
                     self.sweeping[path] = self._submit(_Entry(0, None), tops.delete_container(path, time_ms=self.now_ms))
 
+    # -- read-only mode ------------------------------------------------------------------------------
+
+    def _read_only_tick(self) -> None:
+        began, expired = self.ro.tick(self.now_ms)
+        if began:
+            log.info("replica %d: no quorum for %d ms: serving read-only sessions", self.replica, self.ro.after_ms)
+        for sid in expired:
+            self._end_local(sid, expired=True)
+
+    def _end_local(self, sid: int, expired: bool) -> None:
+        """A local session is over: its watches go; if it expired, its connection is told."""
+        self.watches.drop_session(sid)
+        st = self.by_session.pop(sid, None)
+        if st is not None:
+            st.session = 0
+            if expired:
+                self.stats["sessions_expired"] += 1
+                self._out.append(SessionEnded(st.conn, sid, self.tree.last_zxid))
+
+    def _connect_read_only(self, st: _Conn, xid: int, op: Connect, timeout: int) -> None:
+        sid = op.session_id
+        st.auth = tuple(op.auth)
+        if sid == 0:
+            sid = self._new_session_id()
+            self.ro.open(sid, timeout, self.now_ms)
+            self.stats["read_only_sessions"] += 1
+            self._bind(st, sid, op.watches, op.last_zxid if op.watches_since is None else op.watches_since)
+            self._answer_now(st, xid, None, (sid, timeout, True))
+            return
+        live = self.tree.session_timeout(sid)
+        if live is None:
+            live = self.ro.timeout(sid)
+        if live is None:
+            self._answer_now(st, xid, ErrorInfo("SESSION_EXPIRED", f"session 0x{sid:x} has expired"))
+            return
+        self._bind(st, sid, op.watches, op.last_zxid if op.watches_since is None else op.watches_since)
+        self._touch(sid)
+        self._answer_now(st, xid, None, (sid, live, True))
+
     # -- sessions ----------------------------------------------------------------------------------
 
     def _conn_closed(self, conn: int) -> None:
@@ -562,9 +666,11 @@ class ZkService:
             self.watches.drop_session(st.session)
 
     def _connect(self, st: _Conn, xid: int, op: Connect) -> None:
-        if not self.serving:
+        read_only = not self.serving and self.ro.serving and op.read_only
+        if not self.serving and not read_only:
             self.stats["refused_not_ready"] += 1
-            self._answer_now(st, xid, ErrorInfo("NOT_READY", f"replica {self.replica} is not serving"))
+            why = "serves read-only sessions only" if self.ro.serving else "is not serving"
+            self._answer_now(st, xid, ErrorInfo("NOT_READY", f"replica {self.replica} {why}"))
             return
         if op.last_zxid > self.tree.last_zxid:
             self.stats["refused_behind"] += 1
@@ -576,13 +682,20 @@ class ZkService:
             self._answer_now(st, xid, ErrorInfo("BAD_ARGUMENTS", "this connection already has a session"))
             return
         timeout = max(self.min_timeout_ms, min(self.max_timeout_ms, op.timeout_ms))
+        if read_only:
+            self._connect_read_only(st, xid, op, timeout)
+            return
         st.auth = tuple(op.auth)
         sid = op.session_id
         if sid == 0:
             sid = self._new_session_id()
             e = st.opening = _Entry(xid, st)
             st.queue.append(e)
-            e.on_ok = lambda: self._bind(st, sid, Watches(), 0)
+            # A client asking for a new session may bring watches from an earlier one (a client
+            # leaving a read-only replica's local session, as the Java client does with its
+            # SetWatches): registered from its last zxid, the changes it missed fire at once.
+            since = op.last_zxid if op.watches_since is None else op.watches_since
+            e.on_ok = lambda: self._bind(st, sid, op.watches, since)
             self._submit(e, tops.create_session(sid, timeout, time_ms=self.now_ms))
             return
         live = self.tree.session_timeout(sid)
@@ -591,7 +704,7 @@ class ZkService:
             return
         self._bind(st, sid, op.watches, op.last_zxid if op.watches_since is None else op.watches_since)
         self.touched.add(sid)
-        self._answer_now(st, xid, None, (sid, live))
+        self._answer_now(st, xid, None, (sid, live, False))
 
     def _bind(self, st: _Conn, sid: int, watches: Watches, last_zxid: int) -> None:
         if st.conn not in self.conns:

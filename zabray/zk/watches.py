@@ -24,7 +24,7 @@ import enum
 from dataclasses import dataclass
 
 from zabray.tree import DataTree, EventType
-from zabray.wire.zkcodes import WatcherType
+from zabray.tree.codes import WatcherType
 
 
 class WatchMode(enum.Enum):
@@ -141,6 +141,15 @@ class WatchTables:
 
     def count(self) -> int:
         return sum(len(by) for by in self.data.values()) + sum(len(by) for by in self.child.values())
+
+    def data_by_session(self) -> dict[int, list[str]]:
+        """Each session's data-table watches (ZooKeeper's ``wchs``/``wchc``/``wchp`` show only
+        these: its DataTree.dumpWatches walks the data watch manager alone)."""
+        out: dict[int, list[str]] = {}
+        for path, by in self.data.items():
+            for sid in by:
+                out.setdefault(sid, []).append(path)
+        return {s: sorted(out[s]) for s in sorted(out)}
 
     def by_path(self) -> dict[str, list[int]]:
         """Every watched path and its sessions (the ``wchp``/``wchs`` view), sorted."""

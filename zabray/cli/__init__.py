@@ -1,0 +1,1 @@
+"""The ``zabray`` command: one module per area of commands; ``main`` wires them."""
