@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.histories.oracle import linearizable
-from zabray.pipeline.lin_search import trivial
+from zabray.pipeline.key_ops import trivial
 from zabray.pipeline.linearizability import check_key, ops_of, search
 
 pytestmark = pytest.mark.timeout(600)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from zabray.pipeline.key_ops import ops_of, trivial, zone_conflict
 from zabray.pipeline.lin_search import (
     DEFAULT_BUDGET,
     READ_MODES,
@@ -26,10 +27,7 @@ from zabray.pipeline.lin_search import (
     Search,
     _Key,
     frontiers,
-    ops_of,
     search,
-    trivial,
-    zone_conflict,
 )
 from zabray.pipeline.register_model import ABSENT, INF, WRITES, Op, State, produces, state_text, step
 
