@@ -20,7 +20,6 @@ from zabray.pipeline.register_model import (
     produces,
 )
 
-
 # -- value zones: the common violations without a search -----------------------------------------
 
 def zone_conflict(ops: Sequence[Op]) -> tuple[list[Op], str] | None:
