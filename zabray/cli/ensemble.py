@@ -215,6 +215,8 @@ def partition(args: argparse.Namespace) -> int:
 def down(args: argparse.Namespace) -> int:
     """Stop the ensemble; with ``--stop-ray``, then the local Ray head too, even when no
     ensemble was running (stopping the head is then all there is to do, and it is done)."""
+    from zabray.driver.rayhead import running_head, stop_head
+
     try:
         wiped = common.connect(args).stop(wipe=args.wipe)
         print(f"ensemble {args.name!r} stopped" + (f"; wiped {len(wiped)} data directories" if args.wipe else
@@ -222,12 +224,12 @@ def down(args: argparse.Namespace) -> int:
     except NotRunningError as e:
         if not args.stop_ray:
             raise
-        print(f"no ensemble to stop: {e}")
+        # With no Ray cluster at all, "no local Ray head is running" below says all there is.
+        if common.address_of(args) or running_head() is not None:
+            print(f"no ensemble to stop: {e}")
     finally:
         if args.stop_ray:
             import ray
-
-            from zabray.driver.rayhead import running_head, stop_head
 
             # Leave the cluster before stopping it, or this driver's own Ray threads print
             # tracebacks as the head goes away under them.
