@@ -7,30 +7,29 @@ completes (or, for one never completed, when the recorder closes, as ``unknown``
 
 Columns (absent = null):
 
-``v``              schema version (2; the checker reads 1 too)
-``client``         the recorder's name; ``client`` + ``session`` name one sequential process
-``session``        the session within the client (a ZooKeeper session id in hex, ``w3``...)
-``op``             a counter within the recorder: issue order (within a session, the order the
-                   session issued its operations, even when several were in flight)
-``key``            the register: a znode path, or ``log`` for the broadcast client
-``kind``           read | write | cas | create | delete | sync, and check (a multi's version check)
-``value``          the data written (write, cas, create), as text
-``version``        the expected version of a cas or delete (-1: any)
-``invoke_t``       wall-clock seconds when the client invoked the operation
-``complete_t``     wall-clock seconds when the client saw its outcome (for ``unknown``: when it
-                   gave up; the checker treats an unknown operation as pending for ever)
-``outcome``        ok | fail | unknown
-``result``         a read's data as text; an ``ok`` read with a null ``result`` found no znode
-``result_version`` the version a read saw, or the version a write/cas/create produced
-``zxid``           the zxid of the state a read saw (its znode's mzxid), of a write's, cas's,
-                   create's, delete's or multi's own txn, of a sync, or of a broadcast submit
-``error``          for ``fail`` and ``unknown``: the error's code (BAD_VERSION, NO_NODE,
-                   NODE_EXISTS, CONNECTION_LOSS, NO_QUORUM...)
-``replica``        the replica the session was connected to when the operation completed
-``multi``          (version 2) for a sub-operation of a multi: the ``op`` of the multi's first
-                   row. A multi is one row per sub-operation (write, cas, create, delete,
-                   check), with consecutive ``op``s and the same invocation, completion,
-                   outcome, zxid and error: it commits or fails as a whole
+- ``v``: schema version (2; the checker reads 1 too)
+- ``client``: the recorder's name; ``client`` + ``session`` name one sequential process
+- ``session``: the session within the client (a ZooKeeper session id in hex, ``w3``...)
+- ``op``: a counter within the recorder: issue order (within a session, the order the session
+  issued its operations, even when several were in flight)
+- ``key``: the register: a znode path, or ``log`` for the broadcast client
+- ``kind``: read | write | cas | create | delete | sync, and check (a multi's version check)
+- ``value``: the data written (write, cas, create), as text
+- ``version``: the expected version of a cas or delete (-1: any)
+- ``invoke_t``: wall-clock seconds when the client invoked the operation
+- ``complete_t``: wall-clock seconds when the client saw its outcome (for ``unknown``: when it gave
+  up; the checker treats an unknown operation as pending for ever)
+- ``outcome``: ok | fail | unknown
+- ``result``: a read's data as text; an ``ok`` read with a null ``result`` found no znode
+- ``result_version``: the version a read saw, or the version a write/cas/create produced
+- ``zxid``: the zxid of the state a read saw (its znode's mzxid), of a write's, cas's, create's,
+  delete's or multi's own txn, of a sync, or of a broadcast submit
+- ``error``: for ``fail`` and ``unknown``: the error's code (BAD_VERSION, NO_NODE, NODE_EXISTS,
+  CONNECTION_LOSS, NO_QUORUM...)
+- ``replica``: the replica the session was connected to when the operation completed
+- ``multi``: (version 2) for a sub-operation of a multi: the ``op`` of the multi's first row. A
+  multi is one row per sub-operation (write, cas, create, delete, check), with consecutive ``op``s
+  and the same invocation, completion, outcome, zxid and error: it commits or fails as a whole
 
 Version 2 added ``multi`` and ``check``, and records the zxid of creates and deletes; version 1
 files stay readable (``zabray.pipeline.history_rows`` reads both).
