@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from tests.driver.conftest import wait_until
 from tests.client.conftest import start  # noqa: F401  (the test's own ensemble: it kills a replica)
+from tests.driver.conftest import wait_until
 from tests.zkcompat.clients import CLASSPATH, NETTY
 from zabray.driver.ensemble import Ensemble
 

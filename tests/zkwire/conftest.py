@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from tests.driver.conftest import ray_local, wait_until  # noqa: F401  (shared fixtures and helpers)
 from tests.client.conftest import start  # noqa: F401
+from tests.driver.conftest import ray_local, wait_until  # noqa: F401  (shared fixtures and helpers)
 from zabray.driver.ensemble import Ensemble
 
 pytestmark = pytest.mark.ray

@@ -25,19 +25,23 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "check", help="check run traces for Zab's safety properties and compute figures",
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="exit codes: 0 all properties hold, 1 a violation, 2 bad input")
+        epilog="exit codes: 0 all properties hold, 1 a violation, 2 bad input, 3 (--histories only) no violation "
+               "found but some key undecided (its search ran out of --budget): not a pass")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directory with trace/*.jsonl")
     p.add_argument("--master", help="Spark master URL (default: spark-submit/SPARK_* settings, else local[2])")
     p.add_argument("--out", metavar="DIR", help="output directory (default RUN_DIR/analysis)")
     p.add_argument("--no-figures", action="store_true", help="only check; skip Parquet figures and plots")
     p.add_argument("--bucket", type=float, metavar="T", help="time bucket of the figures (default: automatic)")
     p.add_argument("--histories", action="store_true",
-                   help="check the clients' histories (RUN_DIR/histories/): per-key linearizability and "
-                        "session guarantees, instead of the replicas' traces")
+                   help="check the clients' histories (RUN_DIR/histories/): per-key linearizability, every "
+                        "read, session guarantees and multis, instead of the replicas' traces "
+                        "(docs/checking-histories.md)")
     p.add_argument("--budget", type=int, default=None, metavar="STEPS",
-                   help="with --histories: search steps per key before its verdict is 'unknown'")
+                   help="with --histories: search steps per key (default 2,000,000) before its verdict is "
+                        "UNKNOWN (exit 3)")
     p.add_argument("--reads", choices=("after-sync", "all", "none"), default="after-sync",
-                   help="with --histories: which reads must be linearizable (ZooKeeper: only after a sync)")
+                   help="with --histories: which reads the linearizability search includes (ZooKeeper promises "
+                        "it only after a sync); every read is checked against the zxid order regardless")
     p.set_defaults(func=run_check)
     return p
 

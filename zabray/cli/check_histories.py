@@ -1,7 +1,9 @@
 """``zabray check --histories RUN_DIR...``: check client histories, print and save the verdicts.
 
-Exit codes as ``zabray check``: 0 no violation (keys whose search ran out of budget are listed
-as unknown, not passed silently), 1 a violation, 2 bad input. The report goes to
+Exit codes: 0 every property checked holds (PASS), 1 a violation (FAIL), 2 bad input (a file or
+line the checker refuses, an empty history: nothing is skipped or guessed), 3 no violation but
+some key's search ran out of its budget (UNKNOWN: not checked, so not passed; each such key is
+named). With several run directories, the worst: 2, then 1, then 3, then 0. The report goes to
 ``RUN_DIR/analysis/histories.json`` (or ``--out``).
 """
 
@@ -13,13 +15,27 @@ import sys
 import time
 from pathlib import Path
 
-from zabray.cli.spark import EXIT_BAD_INPUT, EXIT_OK, EXIT_VIOLATION, bad_options, out_dir, start_spark
+from zabray.cli.spark import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    EXIT_UNKNOWN,
+    EXIT_VIOLATION,
+    bad_options,
+    out_dir,
+    start_spark,
+)
+from zabray.pipeline.errors import TraceError
+from zabray.pipeline.linearizability import DEFAULT_BUDGET
+
+SEVERITY = (EXIT_OK, EXIT_UNKNOWN, EXIT_VIOLATION, EXIT_BAD_INPUT)  # worst last
+
+
+def worst(a: int, b: int) -> int:
+    return max(a, b, key=SEVERITY.index)
 
 
 def run_history_check(args: argparse.Namespace) -> int:
-    from zabray.pipeline.errors import TraceError
-    from zabray.pipeline.history_checks import history_files
-    from zabray.pipeline.linearizability import DEFAULT_BUDGET
+    from zabray.pipeline.history_io import history_files
 
     dirs = [Path(d) for d in args.run_dirs]
     try:
@@ -44,7 +60,7 @@ def run_history_check(args: argparse.Namespace) -> int:
     except TraceError as e:
         print(f"zabray check: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    worst = EXIT_OK
+    code = EXIT_OK
     try:
         for d in dirs:
             started = time.monotonic()
@@ -53,8 +69,8 @@ def run_history_check(args: argparse.Namespace) -> int:
                 rep = check_histories(load_histories(spark, d), budget=args.budget or DEFAULT_BUDGET,
                                       reads=args.reads)
             except TraceError as e:
-                print(f"zabray check: {d}: {e}", file=sys.stderr)
-                worst = max(worst, EXIT_BAD_INPUT)
+                print(f"zabray check: {e}", file=sys.stderr)
+                code = worst(code, EXIT_BAD_INPUT)
                 continue
             print(format_history_report(rep))
             out = out_dir(args, d) / "histories.json"
@@ -64,8 +80,8 @@ def run_history_check(args: argparse.Namespace) -> int:
             tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n")
             tmp.replace(out)
             print(f"report: {out}")
-            worst = max(worst, EXIT_OK if rep.ok else EXIT_VIOLATION)
+            code = worst(code, {"PASS": EXIT_OK, "FAIL": EXIT_VIOLATION, "UNKNOWN": EXIT_UNKNOWN}[rep.verdict])
     finally:
         if ours:
             spark.stop()
-    return worst
+    return code

@@ -595,6 +595,20 @@ class Session:
         op = zm.Reconfig(joining, leaving, members, int(from_config))
         return await self._arun(op, lambda v, z: (v[0], Stat(*v[1])))
 
+    def request(self, op: Create | Delete | SetData | Check | tuple[Create | Delete | SetData | Check, ...]
+                ) -> tuple[Any, int]:
+        """Run one write (a Create, Delete, SetData or Check record, or a tuple of them as a
+        multi); returns (what create, delete, set, check or multi would return, the zxid of its
+        txn). The other calls drop that zxid; a history recorder needs it for every change
+        (``zabray.client.histories``), creates and deletes included."""
+        if isinstance(op, tuple):
+            return self._run(_multi_ops(op), lambda v, z: (_multi_result(v, z), z))
+        if not isinstance(op, (Create, Delete, SetData, Check)):
+            raise ConfigError(f"request takes a Create/Delete/SetData/Check record or a tuple of them, got {op!r:.60}")
+        if isinstance(op, (Create, SetData)):
+            _data(op.data)
+        return self._run(op, lambda v, z: (Stat(*v) if isinstance(op, SetData) else v, z))
+
     def close(self) -> None:
         """End the session: its ephemerals are deleted, its watches dropped."""
         if not self._shell.core.over:

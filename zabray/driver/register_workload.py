@@ -1,15 +1,17 @@
 """A Jepsen-style register workload on a ``service: zookeeper`` ensemble, recorded as a history.
 
 ``sessions`` threads, each its own ZooKeeper session issuing one operation at a time, pick one
-of ``keys`` hot znodes at random and read it, sync then read it, write a unique value, or
-compare-and-set from the version it last read (setData with a version). Every operation is
-recorded around the call (``zabray.client.histories``): invocation just before, outcome just after,
-so the history holds exactly what the client saw, whatever the nemesis did meanwhile. A
-session that expires is replaced by a new one (a new process in the history).
+of ``keys`` hot znodes at random and read it, sync then read it, write a unique value,
+compare-and-set from the version it last read (setData with a version), now and then delete it
+or create it again, or run a multi over two keys (two writes, or a version check and a write).
+Every operation is recorded around the call (``zabray.client.histories``): invocation just before,
+outcome just after, so the history holds exactly what the client saw, whatever the nemesis did
+meanwhile; every change's zxid comes from its reply (``Session.request``). A session that
+expires is replaced by a new one (a new process in the history).
 
     wl = RegisterWorkload(ens, run_dir, sessions=6, keys=3).start()
     ... faults ...
-    counts = wl.stop()        # {"ok": n, "fail": n, "unknown": n}
+    counts = wl.stop()        # {"ok": n, "fail": n, "unknown": n}: history rows
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ROOT = "/registers"
-MIX = {"read": 3.0, "sync-read": 1.5, "write": 2.0, "cas": 2.5}
+MIX = {"read": 3.0, "sync-read": 1.5, "write": 2.0, "cas": 2.5, "delete": 0.25, "create": 0.35, "multi": 1.0}
 
 
 class RegisterWorkload:
@@ -56,6 +58,8 @@ class RegisterWorkload:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> RegisterWorkload:
+        from zabray.tree import Create
+
         s = self._session()
         try:
             try:
@@ -63,7 +67,7 @@ class RegisterWorkload:
             except Exception as e:
                 log.debug("registers: %s: %s", ROOT, e)
             for k in self.keys:
-                self._call(s, "setup", k, "create", b"0", lambda s, k=k: s.create(k, b"0"))
+                self._call(s, "setup", k, "create", b"0", lambda s, k=k: s.request(Create(k, b"0")))
         finally:
             s.close()
         for i in range(self.sessions):
@@ -107,7 +111,8 @@ class RegisterWorkload:
 
     def _call(self, s: Any, name: str, key: str, kind: str, value: bytes | None, fn: Any,
               version: int | None = None) -> Any:
-        """Record ``fn()`` as one operation; returns its result or the exception it raised."""
+        """Record ``fn(s)`` as one operation; returns its result or the exception it raised.
+        A change's ``fn`` is ``Session.request``-shaped: (result, zxid of its txn)."""
         p = self.rec.invoke(f"{name}-{s.session_id:x}", key, kind, value=value, version=version)
         replica = getattr(s, "connected_to", None)
         try:
@@ -131,9 +136,12 @@ class RegisterWorkload:
             data, stat = out
             self.rec.complete(p, "ok", result=data, result_version=stat.version, zxid=stat.mzxid, replica=replica)
         elif kind in ("write", "cas"):
-            self.rec.complete(p, "ok", result_version=out.version, zxid=out.mzxid, replica=replica)
+            stat, zxid = out
+            self.rec.complete(p, "ok", result_version=stat.version, zxid=zxid, replica=replica)
         elif kind == "create":
-            self.rec.complete(p, "ok", result_version=0, replica=replica)
+            self.rec.complete(p, "ok", result_version=0, zxid=out[1], replica=replica)
+        elif kind == "delete":
+            self.rec.complete(p, "ok", zxid=out[1], replica=replica)
         elif kind == "sync":
             self.rec.complete(p, "ok", zxid=int(out), replica=replica)
         else:
@@ -141,11 +149,32 @@ class RegisterWorkload:
         self._count("ok")
         return out
 
-    def _count(self, outcome: str) -> None:
+    def _multi(self, s: Any, name: str, ops: list[tuple[str, str, bytes | None, int | None]]) -> Any:
+        """Record one multi of ``ops`` (kind, key, value, version): one row per sub-operation."""
+        from zabray.tree import Check, SetData
+
+        p = self.rec.invoke_multi(f"{name}-{s.session_id:x}", ops)
+        replica = getattr(s, "connected_to", None)
+        recs = tuple(Check(k, -1 if v is None else v) if kind == "check" else SetData(k, d, -1 if v is None else v)
+                     for kind, k, d, v in ops)
+        try:
+            results, zxid = s.request(recs)
+        except Exception as e:
+            outcome = self.rec.failed(p, e, replica=replica)
+            self._count(outcome, len(ops))
+            return e
+        versions = [getattr(r, "version", None) for r in results]
+        self.rec.complete_multi(p, "ok", results=versions, zxid=zxid, replica=replica)
+        self._count("ok", len(ops))
+        return results
+
+    def _count(self, outcome: str, n: int = 1) -> None:
         with self._lock:
-            self.counts[outcome] += 1
+            self.counts[outcome] += n
 
     def _worker(self, i: int) -> None:
+        from zabray.tree import Create, Delete, SetData
+
         rng = random.Random(self.seed * 1000 + i)
         kinds, weights = list(MIX), list(MIX.values())
         seen: dict[str, int] = {}
@@ -156,28 +185,44 @@ class RegisterWorkload:
                 key = rng.choice(self.keys)
                 kind = rng.choices(kinds, weights)[0]
                 name = f"w{i}"
+                n += 1
+                value = f"{i}-{n}".encode()
+                out: Any
                 if kind in ("read", "sync-read"):
                     if kind == "sync-read":
                         r = self._call(s, name, key, "sync", None, lambda s, k=key: s.sync(k))
                         if isinstance(r, BaseException):
-                            out: Any = r
+                            out = r
                         else:
                             out = self._call(s, name, key, "read", None, lambda s, k=key: s.get(k))
                     else:
                         out = self._call(s, name, key, "read", None, lambda s, k=key: s.get(k))
                     if isinstance(out, tuple):
                         seen[key] = out[1].version
+                elif kind == "write":
+                    out = self._call(s, name, key, "write", value,
+                                     lambda s, k=key, v=value: s.request(SetData(k, v, -1)))
+                elif kind == "cas":
+                    ver = seen.get(key, 0)
+                    out = self._call(s, name, key, "cas", value,
+                                     lambda s, k=key, v=value, x=ver: s.request(SetData(k, v, x)), version=ver)
+                elif kind == "delete":
+                    out = self._call(s, name, key, "delete", None, lambda s, k=key: s.request(Delete(k, -1)),
+                                     version=-1)
+                elif kind == "create":
+                    out = self._call(s, name, key, "create", value, lambda s, k=key, v=value: s.request(Create(k, v)))
                 else:
-                    n += 1
-                    value = f"{i}-{n}".encode()
-                    if kind == "write":
-                        out = self._call(s, name, key, "write", value, lambda s, k=key, v=value: s.set(k, v))
+                    other = rng.choice(self.keys)
+                    if rng.random() < 0.5 or other == key:  # a version check on one key, a write on the other
+                        ops: list[tuple[str, str, bytes | None, int | None]] = [
+                            ("check", key, None, seen.get(key, 0)), ("write", other, value, -1)]
                     else:
-                        ver = seen.get(key, 0)
-                        out = self._call(s, name, key, "cas", value, lambda s, k=key, v=value, x=ver: s.set(k, v, x),
-                                         version=ver)
-                    if not isinstance(out, BaseException):
-                        seen[key] = out.version
+                        ops = [("write", key, value, -1), ("write", other, value + b"'", -1)]
+                    out = self._multi(s, name, ops)
+                if isinstance(out, tuple) and len(out) == 2 and hasattr(out[0], "version"):
+                    seen[key] = out[0].version
+                elif kind == "create" and isinstance(out, tuple):
+                    seen[key] = 0
                 if isinstance(out, SessionExpiredError) or getattr(s, "expired", False):
                     try:
                         s.close()

@@ -1,34 +1,36 @@
-"""Check client histories on Spark: per-key linearizability and per-session guarantees.
+"""Check client histories on Spark: per-key linearizability, reads, sessions and multis.
 
 In a notebook::
 
     from zabray import pipeline
     spark = pipeline.get_session()
-    h = pipeline.load_histories(spark, "runs/r1")        # histories/*.jsonl -> DataFrame
+    h = pipeline.load_histories(spark, "runs/r1")        # histories/* -> DataFrame, every line
     pipeline.linearizability(h).show()                   # one row per key: verdict, culprits
-    pipeline.session_violations(h).show()                # one row per violated session promise
-    report = pipeline.check_histories(h)                 # both, only counterexamples collected
+    report = pipeline.check_histories(h)                 # every check, only counterexamples collected
     print(pipeline.format_history_report(report))
 
-A history splits by key into independent registers (Jepsen's independent checker): rows are
-grouped by (run, key) and each group is searched on an executor by the pure
-``zabray.pipeline.linearizability``; only each key's verdict row comes back, and the driver
-collects just the rows that are not ``ok``. Session checks group by session the same way,
-after a join gives every read the next known state of its key. Nothing here assumes the
-driver's disk or memory holds the history: inputs are read by Spark, so the job runs unchanged
-on a cluster (with zabray installed on the executors).
+The steps are those of ``zabray.pipeline.history_local`` (which runs them in memory), each a
+pure function applied with ``applyInPandas`` to one group: a key for the search, the reveals
+of unknown writes and each read's judgement; a multi (or a revealed write) for its zxid; a
+session for FIFO order and reads back in time. Only rows that are not ``ok`` reach the driver.
+Files are read by Spark tasks (``history_io``), every line of every file, so the job runs
+unchanged on a cluster whose executors see the run directory (with zabray installed there).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+import time
+from collections.abc import Iterator
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zabray.client.histories import HISTORY_DIR, SCHEMA, SCHEMA_VERSION
+from zabray.client.histories import SCHEMA
 from zabray.pipeline.errors import TraceError
+from zabray.pipeline.history_io import history_files
+from zabray.pipeline.history_report import HistoryReport, format_history_report
+from zabray.pipeline.history_rows import MAX_ERRORS, HistoryInputError, RowIndex, format_problems
 from zabray.pipeline.linearizability import DEFAULT_BUDGET
 
 if TYPE_CHECKING:
@@ -37,70 +39,109 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-LIN_COLUMNS = "run string, key string, verdict string, ops long, steps long, culprits array<string>, " \
-              "relaxed long, timeline string"
-SESSION_COLUMNS = "run string, process string, property string, ops array<string>, detail string, timeline string"
+__all__ = ["HistoryReport", "check_histories", "format_history_report", "from_rows", "history_files",
+           "linearizability", "load_histories", "session_violations"]
 
-
-def history_files(run_dir: str | PathLike[str]) -> list[Path]:
-    """The history files of a run directory (``histories/*.jsonl`` and ``*.parquet``)."""
-    run = Path(run_dir)
-    if not run.is_dir():
-        raise TraceError(f"run directory {run} does not exist" if not run.exists() else f"{run} is not a directory")
-    d = run / HISTORY_DIR
-    files = sorted(p for pat in ("*.jsonl", "*.jsonl.gz", "*.parquet") for p in d.glob(pat) if p.is_file())
-    if not files:
-        raise TraceError(f"no client histories in {d} (record them with `zabray faults run --histories` "
-                         "or zabray.client.histories.HistoryRecorder)")
-    return files
+LIN_COLUMNS = ("run string, key string, verdict string, ops long, steps long, ms double, culprits array<string>, "
+               "sources array<string>, relaxed long, timeline string")
+VIOLATION_COLUMNS = "run string, process string, property string, ops array<string>, detail string, timeline string"
+PROBLEM = ("p_process string, p_property string, p_ops array<string>, p_detail string, p_timeline string")
 
 
 def spark_schema() -> Any:
     from pyspark.sql import types as T
 
     types = {"int": T.IntegerType(), "long": T.LongType(), "double": T.DoubleType(), "string": T.StringType()}
-    return T.StructType([T.StructField(n, types[k], True) for n, k, _ in SCHEMA])
+    return T.StructType([T.StructField(n, types[k], True) for n, k, _ in SCHEMA]
+                        + [T.StructField("run", T.StringType(), True), T.StructField("file", T.StringType(), True),
+                           T.StructField("line", T.LongType(), True), T.StructField("bad", T.StringType(), True)])
 
 
 def load_histories(spark: SparkSession, *run_dirs: str | PathLike[str]) -> DataFrame:
-    """Every history row of the run directories, with ``run`` (the directory's name). Lazy."""
-    from functools import reduce
-
-    from pyspark.sql import functions as F
+    """Every history row of the run directories (schema version 2 columns; a version 1 row has
+    no ``multi``), with ``run`` (the directory's name), ``file``, ``line`` and ``bad`` (why the
+    line was refused, else null). Lazy: read by Spark tasks, a byte range of a file each."""
+    from zabray.pipeline import history_io
 
     if not run_dirs:
         raise TraceError("no run directory given")
-    frames = []
+    tasks: list[history_io.Task] = []
     for d in run_dirs:
-        files = history_files(d)
-        js = [str(f) for f in files if not f.name.endswith(".parquet")]
-        pq = [str(f) for f in files if f.name.endswith(".parquet")]
-        name = Path(d).resolve().name
-        if js:
-            frames.append(spark.read.schema(spark_schema()).json(js).withColumn("run", F.lit(name)))
-        if pq:
-            frames.append(spark.read.schema(spark_schema()).parquet(*pq).withColumn("run", F.lit(name)))
-    return reduce(lambda a, b: a.unionByName(b), frames)
+        tasks += history_io.tasks(Path(d).resolve().name, history_files(d))
+    cols = [f.name for f in spark_schema().fields]
+
+    def read(t: history_io.Task) -> Iterator[tuple[Any, ...]]:
+        for r in history_io.read_task(t):
+            yield tuple(r.get(c) for c in cols)
+
+    rdd = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).flatMap(read)
+    return spark.createDataFrame(rdd, spark_schema(), verifySchema=False)
 
 
 def from_rows(spark: SparkSession, rows: list[dict[str, Any]], run: str = "run") -> DataFrame:
-    """A history DataFrame from row dicts (tests, notebooks)."""
+    """A history DataFrame from row dicts (tests, notebooks): as ``load_histories`` returns."""
+    cols = [f.name for f in spark_schema().fields]
+    data = [tuple({**r, "run": run, "multi": r.get("multi")}.get(c) for c in cols) for r in rows]
+    return spark.createDataFrame(data, spark_schema())
+
+
+def _frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
+    """A UDF's answer: object columns (pandas 3's own string columns, empty ones above all, do
+    not convert to Arrow in PySpark 4)."""
+    import pandas as pd
+
+    return pd.DataFrame(rows, columns=columns, dtype=object)
+
+
+def _records(pdf: pd.DataFrame) -> list[dict[str, Any]]:
+    """pandas rows as plain Python: None for nulls (not NaN), lists for arrays, ints for ints."""
+    import math
+
+    out = []
+    for rec in pdf.to_dict("records"):
+        row: dict[str, Any] = {}
+        for k, v in rec.items():
+            if v is None or (isinstance(v, float) and math.isnan(v)):
+                row[k] = None
+            elif hasattr(v, "tolist"):
+                row[k] = v.tolist()
+            else:
+                row[k] = v
+        out.append(row)
+    return out
+
+
+def validated(df: DataFrame) -> DataFrame:
+    """``df`` persisted, once every line is a good row and the rows fit together; else
+    HistoryInputError naming FILE:LINE of the first problems (a history without a single
+    operation is one too: checked nothing)."""
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    cols = [c for c, _, _ in SCHEMA]
-    return spark.createDataFrame([tuple(r.get(c) for c in cols) for r in rows], spark_schema()) \
-        .withColumn("run", F.lit(run))
+    df = df.persist(StorageLevel.MEMORY_AND_DISK)
+    bad = df.filter(F.col("bad").isNotNull())
+    first = [r["bad"] for r in bad.select("bad", "file", "line").orderBy("file", "line").limit(MAX_ERRORS).collect()]
+    if first:
+        n = bad.count()
+        df.unpersist()
+        raise HistoryInputError(format_problems(first, n))
 
+    def fit(pdf: pd.DataFrame) -> pd.DataFrame:
+        idx = RowIndex()
+        for r in _records(pdf):
+            idx.add(r)
+        idx.finish()
+        return _frame([{"problem": p} for p in idx.problems], ["problem"])
 
-def _validated(df: DataFrame) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    bad = df.filter((F.col("v") != SCHEMA_VERSION) | F.col("key").isNull() | F.col("kind").isNull()
-                    | F.col("invoke_t").isNull() | F.col("outcome").isNull() | F.col("op").isNull()).limit(1).collect()
-    if bad:
-        r = bad[0].asDict()
-        raise TraceError(f"history row of client {r.get('client')!r} op {r.get('op')!r} is not schema version "
-                         f"{SCHEMA_VERSION} or lacks key/kind/op/invoke_t/outcome: {r}")
+    cols = ["run", "client", "session", "op", "multi", "invoke_t", "complete_t", "outcome", "zxid", "v", "file", "line"]
+    problems = [r["problem"] for r in df.filter(F.col("bad").isNull()).select(*cols)
+                .groupBy("run", "client", "session").applyInPandas(fit, "problem string").limit(MAX_ERRORS).collect()]
+    if problems:
+        df.unpersist()
+        raise HistoryInputError(format_problems(sorted(problems)))
+    if not df.limit(1).count():
+        df.unpersist()
+        raise HistoryInputError("the history files hold no operations: checked nothing")
     return df
 
 
@@ -116,121 +157,138 @@ def with_sync_invoke(df: DataFrame) -> DataFrame:
 
 
 def linearizability(df: DataFrame, *, budget: int = DEFAULT_BUDGET, reads: str = "after-sync") -> DataFrame:
-    """One row per (run, key): ``verdict`` ok | violation | unknown (budget exceeded), with a
-    violation's shrunk ``culprits`` (labels ``client#op``) and its ``timeline``. Lazy."""
+    """One row per (run, key): ``verdict`` ok | violation | unknown (budget exceeded, not
+    decided), a violation's ``culprits`` (labels ``client#op``) with their ``sources``
+    (FILE:LINE), its ``timeline``, and the search's ``steps`` and ``ms``. Lazy."""
+    from zabray.pipeline.history_local import lin_row
     from zabray.pipeline.linearizability import check_key, ops_of
 
     ops_of([], reads)  # validate ``reads`` on the driver, before any job
 
     def per_key(pdf: pd.DataFrame) -> pd.DataFrame:
-        import pandas as pd
-
-        rows = pdf.to_dict("records")
+        rows = _records(pdf)
+        started = time.perf_counter()
         v = check_key(str(rows[0]["key"]), ops_of(rows, reads=reads), budget=budget)
-        return pd.DataFrame([{"run": rows[0]["run"], "key": v.key, "verdict": v.verdict, "ops": v.ops,
-                              "steps": v.steps, "culprits": [op.label for op in v.culprits],
-                              "relaxed": v.relaxed, "timeline": v.timeline}])
+        out = lin_row(rows[0]["run"], v)
+        out["ms"] = (time.perf_counter() - started) * 1000
+        return _frame([out], [c.split(" ")[0] for c in LIN_COLUMNS.split(", ")])
 
-    cols = ["run", "client", "session", "op", "key", "kind", "value", "version", "invoke_t", "complete_t",
-            "outcome", "result", "result_version", "error", "lin_invoke"]
-    prepared = with_sync_invoke(_validated(df)).filter("kind != 'sync'").select(*cols)
+    prepared = with_sync_invoke(df.filter("bad is null")).filter("kind != 'sync'").drop("bad", "replica")
     return prepared.groupBy("run", "key").applyInPandas(per_key, LIN_COLUMNS)
 
 
+def _problem_cols(v: Any) -> dict[str, Any]:
+    return {"p_process": v.process, "p_property": v.prop, "p_ops": list(v.labels), "p_detail": v.detail,
+            "p_timeline": v.timeline}
+
+
+def _annotated(df: DataFrame) -> DataFrame:
+    """Steps 1 to 3 of ``history_local``: every row with ``eff_zxid``, the read annotations and
+    the problems found (``p_*`` columns, on the row each is about). Lazy."""
+    from pyspark.sql import functions as F
+
+    from zabray.pipeline.key_states import annotate, reveal
+    from zabray.pipeline.multi_checks import consolidate
+
+    base = df.filter("bad is null").drop("bad")
+    cols = base.columns
+    rev_ddl = "run string, client string, session string, op long, revealed long, by string, key string"
+
+    def per_key_reveal(pdf: pd.DataFrame) -> pd.DataFrame:
+        rows = _records(pdf)
+        out = [{"run": rows[0]["run"], **v} for v in reveal(rows)]
+        return _frame(out, ["run", "client", "session", "op", "revealed", "by", "key"])
+
+    reveals = base.groupBy("run", "key").applyInPandas(per_key_reveal, rev_ddl)
+    rv = reveals.groupBy("run", "client", "session", "op").agg(
+        F.collect_list(F.struct("revealed", "by", "key")).alias("reveals"))
+    joined = base.join(rv, ["run", "client", "session", "op"], "left")
+    needs = F.col("multi").isNotNull() | F.col("reveals").isNotNull()
+    unit_ddl = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in base.schema.fields) \
+        + ", eff_zxid long, " + PROBLEM
+
+    def per_unit(pdf: pd.DataFrame) -> pd.DataFrame:
+        rows = _records(pdf)
+        rvs = [{"op": r["op"], **x} for r in rows for x in (r.pop("reveals") or [])]
+        out, problems = consolidate(rows, rvs)
+        for r in out:
+            r.update(dict.fromkeys(("p_process", "p_property", "p_ops", "p_detail", "p_timeline")))
+        if problems:
+            out[0].update(_problem_cols(problems[0]))
+        return _frame(out, [*cols, "eff_zxid", "p_process", "p_property", "p_ops", "p_detail", "p_timeline"])
+
+    units = joined.filter(needs).withColumn("unit", F.coalesce("multi", "op")) \
+        .groupBy("run", "client", "session", "unit").applyInPandas(per_unit, unit_ddl)
+    plain = joined.filter(~needs).drop("reveals") \
+        .withColumn("eff_zxid", F.when(F.col("outcome") == "ok", F.col("zxid"))) \
+        .select(*cols, "eff_zxid", *[F.lit(None).cast(t).alias(n) for n, t in
+                                     (x.strip().split(" ", 1) for x in PROBLEM.split(", "))])
+    eff = units.unionByName(plain)
+    ann_ddl = unit_ddl + ", next_zxid long, next_label string, absent_from array<long>, absent_to array<long>"
+    ann_cols = [*cols, "eff_zxid", "p_process", "p_property", "p_ops", "p_detail", "p_timeline", "next_zxid",
+                "next_label", "absent_from", "absent_to"]
+
+    def per_key(pdf: pd.DataFrame) -> pd.DataFrame:
+        rows = _records(pdf)
+        out, problems = annotate(rows)
+        for i, v in problems:
+            if out[i].get("p_property") is None:
+                out[i].update(_problem_cols(v))
+            else:  # one problem per row is kept; the first found stands
+                log.debug("also on %s: %s", out[i].get("op"), v.detail)
+        return _frame(out, ann_cols)
+
+    return eff.groupBy("run", "key").applyInPandas(per_key, ann_ddl)
+
+
 def session_violations(df: DataFrame) -> DataFrame:
-    """One row per violated session promise (fifo, stale-read): the ops and a time line. Lazy."""
-    from pyspark.sql import Window
+    """One row per broken session promise (fifo, stale-read) and per read, multi or zxid-order
+    problem found on a key: ``property``, the ops, a one-line ``detail`` and a time line. Lazy."""
     from pyspark.sql import functions as F
 
     from zabray.pipeline.session_guarantees import check_session
 
-    df = _validated(df)
-    label = F.concat_ws("#", F.col("client"), F.col("op").cast("string"))
-    states = (df.filter((F.col("outcome") == "ok") & F.col("kind").isin("read", "write", "cas")
-                        & F.col("zxid").isNotNull())
-              .groupBy("run", "key", "zxid")
-              .agg(F.min(F.struct((F.col("kind") == "read").alias("r"), label.alias("l"))).getField("l")
-                   .alias("label")))
-    w = Window.partitionBy("run", "key").orderBy("zxid")
-    nxt = states.select("run", "key", "zxid", F.lead("zxid").over(w).alias("next_zxid"),
-                        F.lead("label").over(w).alias("next_label"))
-    reads = df.filter((F.col("kind") == "read") & (F.col("outcome") == "ok") & F.col("zxid").isNotNull()) \
-        .select("run", "client", "op", "key", "zxid").join(nxt, ["run", "key", "zxid"], "left") \
-        .select("run", "client", "op", "next_zxid", "next_label")
-    cols = ["run", "client", "session", "op", "key", "kind", "value", "version", "invoke_t", "complete_t",
-            "outcome", "result", "result_version", "zxid", "error"]
-    annotated = df.select(*cols).join(reads, ["run", "client", "op"], "left")
+    ann = _annotated(df).cache()
 
     def per_session(pdf: pd.DataFrame) -> pd.DataFrame:
-        import pandas as pd
-
-        rows = pdf.to_dict("records")
+        rows = _records(pdf)
         found = check_session(rows)
-        return pd.DataFrame([{"run": rows[0]["run"], "process": v.process, "property": v.prop,
-                              "ops": list(v.labels), "detail": v.detail, "timeline": v.timeline} for v in found],
-                            columns=["run", "process", "property", "ops", "detail", "timeline"])
+        return _frame([{"run": rows[0]["run"], "process": v.process, "property": v.prop, "ops": list(v.labels),
+                        "detail": v.detail, "timeline": v.timeline} for v in found],
+                      ["run", "process", "property", "ops", "detail", "timeline"])
 
-    return annotated.groupBy("run", "client", "session").applyInPandas(per_session, SESSION_COLUMNS)
-
-
-@dataclass
-class HistoryReport:
-    """What ``check_histories`` found; only counterexamples, never the history itself."""
-
-    ops: int = 0
-    keys: dict[str, int] = field(default_factory=dict)  # verdict -> number of keys
-    violations: list[dict[str, Any]] = field(default_factory=list)  # linearizability, per key
-    unknown: list[dict[str, Any]] = field(default_factory=list)  # keys past the budget
-    session: list[dict[str, Any]] = field(default_factory=list)  # fifo / stale-read
-    outcomes: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations and not self.session
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"history_schema_version": SCHEMA_VERSION, "ok": self.ok, "ops": self.ops, "keys": self.keys,
-                "outcomes": self.outcomes, "violations": self.violations, "unknown": self.unknown,
-                "session_violations": self.session}
+    sess = ann.drop("p_process", "p_property", "p_ops", "p_detail", "p_timeline") \
+        .groupBy("run", "client", "session").applyInPandas(per_session, VIOLATION_COLUMNS)
+    found = ann.filter(F.col("p_property").isNotNull()).select(
+        "run", F.col("p_process").alias("process"), F.col("p_property").alias("property"),
+        F.col("p_ops").alias("ops"), F.col("p_detail").alias("detail"), F.col("p_timeline").alias("timeline"))
+    return found.unionByName(sess)
 
 
 def check_histories(df: DataFrame, *, budget: int = DEFAULT_BUDGET, reads: str = "after-sync",
                     max_collect: int = 1000) -> HistoryReport:
-    """Run both checks; collect the counts and at most ``max_collect`` counterexamples of each."""
+    """Every check (``df`` from ``load_histories``: refused lines, duplicated rows and an empty
+    history raise HistoryInputError first); the counts and at most ``max_collect``
+    counterexamples of each kind."""
     from pyspark.sql import functions as F
 
+    df = validated(df)
     lin = linearizability(df, budget=budget, reads=reads).cache()
     try:
-        rep = HistoryReport()
+        rep = HistoryReport(reads=reads)
         rep.outcomes = {r["outcome"]: int(r["count"]) for r in df.groupBy("outcome").count().collect()}
         rep.ops = sum(rep.outcomes.values())
         rep.keys = {r["verdict"]: int(r["count"]) for r in lin.groupBy("verdict").count().collect()}
+        st = lin.agg(F.mean("ms").alias("ms_mean"), F.percentile_approx("ms", 0.99).alias("ms_p99"),
+                     F.max("ms").alias("ms_max"), F.max("steps").alias("steps_max")).first()
+        if st is not None and st["ms_max"] is not None:
+            rep.search = {k: float(st[k]) for k in ("ms_mean", "ms_p99", "ms_max", "steps_max")}
         bad = lin.filter(F.col("verdict") != "ok").orderBy("run", "key").limit(2 * max_collect).collect()
         rep.violations = [r.asDict() for r in bad if r["verdict"] == "violation"][:max_collect]
         rep.unknown = [r.asDict() for r in bad if r["verdict"] == "unknown"][:max_collect]
-        rep.session = [r.asDict() for r in session_violations(df).orderBy("run", "process").limit(max_collect)
-                       .collect()]
+        rep.session = [r.asDict() for r in session_violations(df).orderBy("run", "property", "process", "detail")
+                       .limit(max_collect).collect()]
         return rep
     finally:
         lin.unpersist()
-
-
-def format_history_report(rep: HistoryReport, show: int = 5) -> str:
-    """A summary table, then the time line of the first ``show`` counterexamples of each kind."""
-    keys = sum(rep.keys.values())
-    n_fifo = sum(1 for v in rep.session if v["property"] == "fifo")
-    n_stale = sum(1 for v in rep.session if v["property"] == "stale-read")
-    lines = [f"{rep.ops:,} operations ({', '.join(f'{k} {v:,}' for k, v in sorted(rep.outcomes.items()))}) "
-             f"on {keys:,} keys",
-             f"{'property':<26}  verdict  violations",
-             f"{'linearizable (per key)':<26}  {'FAIL' if rep.violations else 'PASS':<7}  {len(rep.violations):>10}"
-             + (f"  ({len(rep.unknown)} keys unknown: budget exceeded)" if rep.unknown else ""),
-             f"{'session FIFO order':<26}  {'FAIL' if n_fifo else 'PASS':<7}  {n_fifo:>10}",
-             f"{'no read back in time':<26}  {'FAIL' if n_stale else 'PASS':<7}  {n_stale:>10}"]
-    for v in rep.violations[:show]:
-        lines += ["", v["timeline"]]
-    for v in rep.session[:show]:
-        lines += ["", v["detail"], v["timeline"]]
-    for v in rep.unknown[:show]:
-        lines += ["", v["timeline"]]
-    return "\n".join(lines)
+        df.unpersist()
