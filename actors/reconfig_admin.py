@@ -18,7 +18,6 @@ from zabray.errors import NoQuorumError, ReconfigError, UncertainOutcomeError
 from zabray.protocol.actions import Committed, Failed, Outcome
 from zabray.protocol.events import RID_MASK, SubmitReconfig
 from zabray.protocol.membership import ConfigChange
-from zabray.tree import ops as tops
 
 _FIRST = RID_MASK - (1 << 24)
 
@@ -34,6 +33,10 @@ class AdminReconfigs:
         rid = self._next
         self._next = rid + 1 if rid < RID_MASK else _FIRST
         if self.zookeeper:
+            # Here, not at the top: a broadcast replica never loads the data tree's modules
+            # (tests/actors/test_replica_imports.py), a load-cost choice, no cycle.
+            from zabray.tree import ops as tops
+
             value = tops.reconfig(change.joining, change.leaving, change.members, change.from_version,
                                   session_id=0, time_ms=int(time.time() * 1000), auth=(("super", ""),))
         else:

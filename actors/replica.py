@@ -35,9 +35,6 @@ from actors.reconfig_admin import AdminReconfigs
 from actors.services import BroadcastService, HostedService
 from actors.stall_watch import StallWatch
 from actors.transport import PeerTransport
-from actors.zkadmin import admin_view, reset
-from actors.zkport import ZkClientConn
-from actors.zkservice import ZooKeeperService
 from storage.disk import DiskStore
 from storage.fsutil import atomic_write, read_file
 from zabray.config import EnsembleConfig
@@ -58,7 +55,6 @@ from zabray.trace import records as trace
 from zabray.trace.writer import TraceWriter
 from zabray.wire.auth import AuthFailed, Secret
 from zabray.wire.four_letter import AdminView, Latency, allowed_words
-from zabray.wire.zkserver import password_key
 
 if TYPE_CHECKING:  # a broadcast replica starts without the ZooKeeper service's modules
     from actors.zkport import ZkClientConn
@@ -163,6 +159,10 @@ class ReplicaServer:
         self.stopped = False  # stop() began: no group commit starts or releases anything
         self.zk: ZooKeeperService | None = None
         if config.service == "zookeeper":
+            # Imported here, not at the top: a broadcast replica never loads the ZooKeeper
+            # service's modules (tests/actors/test_replica_imports.py), a load-cost choice, no cycle.
+            from actors.zkservice import ZooKeeperService
+
             self.zk = ZooKeeperService(sid, self.stats, config)
         self.service: HostedService = self.zk if self.zk is not None else BroadcastService(self.stats)
         self._service_role = (False, False, False)  # (serving, leading, looking) as the service last heard it
@@ -238,6 +238,8 @@ class ReplicaServer:
         host = advertised_host(self.cfg.host)
         zk_addr = zk_secure_addr = None
         if self.zk is not None:
+            from actors.zkport import ZkClientConn
+            from zabray.wire.zkserver import password_key
 
             key = password_key(self.secret.key if self.secret is not None else None, self.ensemble)
             words = allowed_words(self.cfg.zk_four_letter_words, read_only=self.cfg.zk_read_only)
@@ -577,9 +579,13 @@ class ReplicaServer:
 
     def admin_view(self) -> AdminView:
         """What the four-letter words tell about this replica (``actors.zkadmin``)."""
+        from actors.zkadmin import admin_view
+
         return admin_view(self)
 
     def reset_admin_stats(self, word: str) -> None:
+        from actors.zkadmin import reset
+
         reset(self, word)
 
     def zk_port(self) -> int:
