@@ -123,7 +123,9 @@ def test_cli_up_twice_status_faults_errors_down(tmp_path: Path) -> None:
         wait_until(read_from_disk, 60, "the down replica's disk to be read", interval=0.2)
         table, down_row = seen["table"], seen["row"]
         assert "~" in down_row and ":" in down_row  # epoch/zxid from its disk, marked so
-        assert "0:0~" not in down_row  # it had delivered the writes above before it died
+        # It had logged the writes above before it died: its disk holds them (the delivered
+        # column says only what the disk proves committed, its snapshot's zxid, maybe 0:0).
+        assert down_row.split()[4] not in ("0:0~", "?"), down_row
         assert "read from the disk" in table
         # Errors from the controller: one line, the documented exit code.
         live = next(s for s in (1, 2, 3) if s != leader)
