@@ -1,8 +1,8 @@
 """kazoo 2.11's own test suite, a fast subset in CI (the whole suite: ``python
 tests/zkcompat/kazoo_suite.py``, 20 to 40 minutes here): the same kazoo tests, unchanged, against
 Apache ZooKeeper 3.8 and a zabray ensemble through kazoo's own harness, compared test by test.
-The subset covers what once separated the two: the version kazoo reads from ``envi`` (every
-test that gates on it), SASL DIGEST-MD5, read-only mode and the TLS port, and a recipe.
+The subset covers what once separated the two: the version kazoo reads from ``envi`` (one of
+the tests that gate on it), SASL DIGEST-MD5, read-only mode, the TLS port and reconfiguration.
 """
 
 from __future__ import annotations
@@ -19,15 +19,12 @@ from tests.zkcompat.kazoo_suite import (
 )
 
 FAST = (
-    "test_client.py::TestClientTransactions::test_basic_create",
-    "test_client.py::TestClientTransactions::test_bad_commit",
-    "test_client.py::TestClient::test_create_stat",
+    # Gated on the server's version kazoo reads from `envi` (create with include_data, ACL
+    # duplicates, transactions, the locking queue all are): one test stands for them.
     "test_client.py::TestClient::test_create_acl_duplicate",
     "test_client.py::TestSSLClient::test_create",
     "test_sasl.py::TestSASLDigestAuthentication",
-    "test_sasl.py::TestLegacySASLDigestAuthentication::test_connect_sasl_auth",
     "test_connection.py::TestReadOnlyMode::test_read_only",
-    "test_queue.py::KazooLockingQueueTests::test_queue",
     "test_client.py::TestReconfig",  # dynamic reconfiguration: kazoo's reconfig, NoAuth, bad input
 )
 
