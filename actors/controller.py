@@ -120,13 +120,17 @@ class EnsembleController(HostWatch):
         for sid, node in homes.placement(self.members, nodes).items():
             self.node_of[sid] = node
             self.home[sid] = homes.home_of(next(n for n in nodes if n["NodeID"] == node), nodes)
-        try:
-            await asyncio.gather(*(self._launch(sid) for sid in self.members))
-        except BaseException:  # detached replicas outlive the controller: stop those that started
+        # Every launch runs to its end before a failure is raised: a replica still starting when
+        # another failed would otherwise be left running, detached, after the cleanup below.
+        got = await asyncio.gather(*(self._launch(sid) for sid in self.members), return_exceptions=True)
+        failed = [r for r in got if isinstance(r, BaseException)]
+        if failed:  # detached replicas outlive the controller: stop those that started
             for h in self.handles.values():
                 ray.kill(h, no_restart=True)
+            # (at start, every replica's actor is its first: incarnation 0 in its name)
+            await asyncio.gather(*(_name_freed(_name(self.name, sid, 0)) for sid in self.handles))
             self.handles.clear()
-            raise
+            raise failed[0]
         await self._publish_peers()
         if self.cfg.reconfig_enabled:
             await membership.initial_config(self)
@@ -157,8 +161,7 @@ class EnsembleController(HostWatch):
             lifetime="detached",
             max_concurrency=1000,
             scheduling_strategy=NodeAffinitySchedulingStrategy(self.node_of[sid], soft=False),
-            # Unique per incarnation: a crashed actor's name lingers in the GCS for a moment.
-            name=f"{self.name}:replica-{sid}:{previous + 1}",
+            name=_name(self.name, sid, previous + 1),
             namespace=NAMESPACE,
             runtime_env=_replica_env(),
         )
@@ -171,6 +174,7 @@ class EnsembleController(HostWatch):
             info = await handle.start.remote()
         except BaseException:  # a timeout, a node that went: no half-started replica left behind
             ray.kill(handle, no_restart=True)
+            await _name_freed(_name(self.name, sid, previous + 1))  # its name free for the next start
             raise
         self.handles[sid] = handle
         self.info[sid] = info
@@ -552,3 +556,22 @@ async def _gone(pid: int, handle: Any, local: bool) -> bool:
             return f.read().rsplit(")", 1)[-1].split()[0] in ("Z", "X")
     except OSError:  # no /proc here, or it was reaped meanwhile
         return not os.path.exists(f"/proc/{pid}") and os.path.isdir("/proc")
+
+
+def _name(ensemble: str, sid: int, incarnation: int) -> str:
+    """A replica actor's name: unique per incarnation (a crashed actor's name lingers in the GCS
+    for a moment)."""
+    return f"{ensemble}:replica-{sid}:{incarnation}"
+
+
+async def _name_freed(name: str, timeout: float = 10.0) -> None:
+    """Until Ray no longer knows an actor killed by that name (ray.kill returns before the GCS
+    frees it), so that starting the ensemble again can take the name; gives up after
+    ``timeout`` (the next start then says the name is taken)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            ray.get_actor(name, namespace=NAMESPACE)
+        except ValueError:
+            return
+        await asyncio.sleep(0.05)
