@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 
 from actors import homes
+from actors.ray_errors import innermost
 from zabray.errors import ConfigError, NoQuorumError, NotRunningError, ReconfigError, RequestTimeoutError
 from zabray.protocol.membership import OBSERVER, PARTICIPANT, ConfigChange, Membership
 
@@ -97,7 +98,7 @@ async def reconfig(ctl: EnsembleController, joining: str | None = None, leaving:
                 max(1.0, deadline - time.monotonic()))
             break
         except Exception as e:  # a RayTaskError around the replica's typed error
-            err = _cause(e)
+            err = innermost(e)
             if isinstance(err, (NoQuorumError, NotRunningError)) and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)  # the leader changed under it: ask the next one
                 continue
@@ -132,17 +133,6 @@ def follow(ctl: EnsembleController, statuses: list[dict[str, Any]]) -> None:
             task = asyncio.get_running_loop().create_task(_retire(ctl, gone, config, time.monotonic() + 60))
             ctl.background.add(task)
             task.add_done_callback(ctl.background.discard)
-
-
-def _cause(e: BaseException) -> BaseException:
-    """The typed error a replica's actor raised, out of Ray's wrapping."""
-    cause: BaseException = e
-    for _ in range(10):
-        inner = getattr(cause, "cause", None)
-        if not isinstance(cause, ray.exceptions.RayTaskError) or inner is None:
-            break
-        cause = inner
-    return cause
 
 
 async def _retire(ctl: EnsembleController, gone: list[int], config: Membership, deadline: float) -> None:

@@ -64,14 +64,11 @@ def init_ray(address: str | None = None) -> None:
 def actor_error(e: BaseException) -> BaseException:
     """The error an actor raised, without Ray's wrapping: a ``ZabError`` comes back as itself,
     with its one-line message, however many actors it passed through (injector -> controller)."""
-    import ray
+    import ray  # (here: a driver that never calls Ray does not pay for importing it)
 
-    cause: BaseException = e
-    for _ in range(10):
-        inner = getattr(cause, "cause", None)
-        if not isinstance(cause, ray.exceptions.RayTaskError) or inner is None:
-            break
-        cause = inner
+    from actors.ray_errors import innermost
+
+    cause = innermost(e)
     if isinstance(cause, ZabError):
         plain = next(c for c in type(cause).__mro__ if issubclass(c, ZabError)
                      and not issubclass(c, ray.exceptions.RayTaskError))
