@@ -61,11 +61,16 @@ def test_a_trace_of_a_broken_core_fails_the_check(spark, tmp_path: Path) -> None
     original = Leader._advance_commit
     Leader._advance_commit = commit_alone  # type: ignore[method-assign]
     try:
-        # Judge the runs in which the simulator itself saw a safety violation (a broken core
-        # may only fail liveness in a given schedule, which a trace cannot show).
-        seeds = [s for s in range(12)
-                 if any(p in v.prop for v in Simulation(s, SimOptions()).run().violations for p in SAFETY)][:2]
-        assert seeds, "the planted bug broke no safety property in 12 seeds"
+        # Judge the runs in which the simulator itself saw a violation of a safety property a
+        # trace shows: not liveness, and not "quorum" (the simulator's own check that a quorum
+        # held each txn when it was first delivered: trace rows do not carry every replica's
+        # disk), which fires first and alone in most seeds; a lost or reordered write follows
+        # in some, and those traces must fail.
+        shown = tuple(p for p in SAFETY if p != "quorum")
+        seeds = [s for s in range(30)
+                 if any(p in v.prop for v in Simulation(s, SimOptions(stop_on_violation=False)).run().violations
+                        for p in shown)][:2]
+        assert seeds, "the planted bug broke no safety property a trace shows in 30 seeds"
         runs = [sim_run(tmp_path, seed, stop_on_violation=False) for seed in seeds]
     finally:
         Leader._advance_commit = original  # type: ignore[method-assign]
