@@ -7,7 +7,7 @@
 Part 1, one key, no Spark: 16 concurrent writes and 16 concurrent reads (every order of the
 writes possible), linearizable, then made impossible in several ways (a read of a value nobody
 wrote; inverted reads; two reads pinned to one version; a cas from a version never reached; a
-late stale read), each searched by ``check_key`` (best of 3 wall times, and its steps).
+late stale read), each searched by ``check_key`` (best of `--repeat` wall times, 3 by default, and its steps).
 
 Part 2, Spark: per key, ``concurrency`` sessions each issue one operation at a time (reads,
 writes, compare-and-sets, a few outcomes lost as unknown, every change with its zxid, every read
@@ -73,16 +73,16 @@ def sixteen(variant: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _best(fn: Any) -> tuple[float, Any]:
+def _best(fn: Any, repeat: int) -> tuple[float, Any]:
     best, out = float("inf"), None
-    for _ in range(3):
+    for _ in range(repeat):
         t0 = time.perf_counter()
         out = fn()
         best = min(best, time.perf_counter() - t0)
     return best * 1000, out
 
 
-def one_key(budget: int) -> list[str]:
+def one_key(budget: int, repeat: int = 3) -> list[str]:
     from zabray.pipeline.linearizability import check_key, ops_of, search
 
     lines = ["### One key: 16 concurrent writes + 16 concurrent reads (no Spark)", "",
@@ -95,8 +95,8 @@ def one_key(budget: int) -> list[str]:
                     "late-stale"):
         rows = sixteen(variant)
         ops = ops_of(rows, reads="all")
-        ms, v = _best(lambda ops=ops: check_key("/k", ops, budget=budget))
-        ms2, r = _best(lambda ops=ops: search(ops, budget))
+        ms, v = _best(lambda ops=ops: check_key("/k", ops, budget=budget), repeat)
+        ms2, r = _best(lambda ops=ops: search(ops, budget), repeat)
         want = "ok" if variant in ("linearizable", "unknown-writes") else "violation"
         if v.verdict != want or r.ok is not (want == "ok"):
             raise SystemExit(f"16+16 {variant}: {v.verdict} / search {r.ok}, expected {want}\n{v.timeline}")
@@ -189,6 +189,7 @@ def main() -> None:
                     help="reads the search includes (default all: the widest search)")
     ap.add_argument("--master", default=None)
     ap.add_argument("--one-key-only", action="store_true", help="only part 1 (no Spark)")
+    ap.add_argument("--repeat", type=int, default=3, help="part 1: the best of this many wall times")
     args = ap.parse_args()
 
     from zabray.experiments.machine import machine_line
@@ -199,7 +200,7 @@ def main() -> None:
           f"python benchmarks/histories.py {' '.join(sys.argv[1:])}")
     print(f"search budget {DEFAULT_BUDGET:,} steps per key; reads searched: {args.reads}")
     print()
-    print("\n".join(one_key(DEFAULT_BUDGET)))
+    print("\n".join(one_key(DEFAULT_BUDGET, args.repeat)))
     if args.one_key_only:
         return
 

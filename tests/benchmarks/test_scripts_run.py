@@ -43,5 +43,5 @@ def test_the_checker_benchmarks_run(tmp_path: Path) -> None:
     profile: run as scripts, they must not find benchmarks/profile.py in its place."""
     out = run("pipeline.py", "--deliveries", "5000", "--replicas", "3", "--dir", str(tmp_path / "run"))
     assert "checker: Spark local[2]" in out and "check:durability" in out
-    out = run("histories.py", "--ops", "1000", "--keys", "5")
+    out = run("histories.py", "--ops", "1000", "--keys", "5", "--repeat", "1")
     assert "Spark" in out and "{'ok': 5}" in out
