@@ -575,3 +575,4 @@ async def _name_freed(name: str, timeout: float = 10.0) -> None:
         except ValueError:
             return
         await asyncio.sleep(0.05)
+    log.warning("actor %s still known to Ray %.0f s after it was killed: starting it again may fail", name, timeout)
