@@ -9,12 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, assert_never
 
+from actors.fault_calls import (
+    AddHold,
+    CutLinks,
+    FaultAnswer,
+    FaultCall,
+    ListHeld,
+    ReleaseHeld,
+    ShapeLinks,
+    StopHold,
+    UnshapeLinks,
+)
 from actors.replica import ReplicaServer
 from zabray.errors import ConfigError
 from zabray.protocol.membership import ConfigChange
-from zabray.replay.holds import HeldMessage, HoldPattern
 
 
 class ReplicaActor:
@@ -80,28 +90,29 @@ class ReplicaActor:
         else:
             raise ConfigError(f"unknown disk fault {kind!r}: fsync-fail, slow-fsync, lose-unsynced or clear")
 
-    async def add_hold(self, hold_id: int, pattern: HoldPattern) -> None:
-        self.server.gate.add_hold(hold_id, pattern)
-
-    async def stop_hold(self, hold_id: int | None) -> None:
-        self.server.gate.stop_hold(hold_id)
-
-    async def release_held(self, hold_id: int | None, count: int | None, dst: int | None) -> list[HeldMessage]:
-        out = self.server.gate.release_held(hold_id, count, dst)
-        await asyncio.sleep(0)  # the released frames are written before this call returns
-        return out
-
-    async def held(self) -> list[HeldMessage]:
-        return self.server.gate.held()
-
-    async def shape_links(self, peers: list[int], delay_ms: float | None) -> None:
-        self.server.gate.shape_links(peers, delay_ms)
-
-    async def unshape_links(self, peers: list[int]) -> None:
-        self.server.gate.unshape_links(peers)
-
-    async def cut_links(self, peers: list[int]) -> int:
-        return self.server.gate.cut_links(peers)
+    async def fault(self, call: FaultCall) -> FaultAnswer:
+        """Apply a link or hold fault (``actors.fault_calls``) on this replica's channels."""
+        gate = self.server.gate
+        match call:
+            case ShapeLinks(peers, delay_ms):
+                gate.shape_links(list(peers), delay_ms)
+            case UnshapeLinks(peers):
+                gate.unshape_links(list(peers))
+            case CutLinks(peers):
+                return gate.cut_links(list(peers))
+            case AddHold(hold_id, pattern):
+                gate.add_hold(hold_id, pattern)
+            case StopHold(hold_id):
+                gate.stop_hold(hold_id)
+            case ReleaseHeld(hold_id, count, dst):
+                out = gate.release_held(hold_id, count, dst)
+                await asyncio.sleep(0)  # the released frames are written before this call returns
+                return out
+            case ListHeld():
+                return gate.held()
+            case _:
+                assert_never(call)
+        return None
 
     async def unblock(self, peers: list[int]) -> None:
         self.server.unblock(peers)
