@@ -17,17 +17,7 @@ from typing import Any
 
 import ray
 
-from actors.fault_calls import (
-    AddHold,
-    CutLinks,
-    FaultAnswer,
-    FaultCall,
-    ListHeld,
-    ReleaseHeld,
-    ShapeLinks,
-    StopHold,
-    UnshapeLinks,
-)
+from actors import fault_calls as fc
 from actors.names import NAMESPACE, controller_name
 from zabray.errors import ConfigError, NotRunningError
 from zabray.lab import Lab
@@ -39,7 +29,7 @@ log = logging.getLogger(__name__)
 DISK_FAULTS = ("fsync-fail", "slow-fsync", "lose-unsynced", "clear")
 
 
-def _messages(answer: FaultAnswer) -> list[HeldMessage]:
+def _messages(answer: fc.FaultAnswer) -> list[HeldMessage]:
     """The held messages a hold call answered (none from a replica that is down or paused)."""
     return answer if isinstance(answer, list) else []
 
@@ -63,7 +53,7 @@ class FaultInjector:
         self._task: asyncio.Task[None] | None = None
         self.holds: dict[int, HoldPattern] = {}
         self._next_hold = 1
-        self._on_resume: dict[int, list[FaultCall]] = {}  # calls a pause deferred
+        self._on_resume: dict[int, list[fc.FaultCall]] = {}  # calls a pause deferred
         self._lab: str | None = None  # the lab whose hosts a schedule's host faults act on
 
     async def _membership(self) -> None:
@@ -103,7 +93,7 @@ class FaultInjector:
             raise NotRunningError(f"replica {sid} is paused; resume it first")
         return h
 
-    async def _on_replica(self, sid: int, call: FaultCall, when_paused: str = "refuse") -> FaultAnswer:
+    async def _on_replica(self, sid: int, call: fc.FaultCall, when_paused: str = "refuse") -> fc.FaultAnswer:
         """Call a replica's fault hook; a replica that dies meanwhile (often the fault's own doing:
         a cut can send it straight into an armed crash point) is not an error. ``when_paused``:
         as for ``_handle``, or ``defer`` to make the call when the replica is resumed (undoing a
@@ -118,7 +108,7 @@ class FaultInjector:
         if h is None:
             return None
         try:
-            answer: FaultAnswer = await h.fault.remote(call)
+            answer: fc.FaultAnswer = await h.fault.remote(call)
             return answer
         except ray.exceptions.RayActorError:
             log.info("replica %d died during %s", sid, type(call).__name__)
@@ -170,7 +160,7 @@ class FaultInjector:
         await self._known(src, dst)
         kind = "oneway" if delay_ms is None else "delay"
         for s in src:
-            await self._on_replica(s, ShapeLinks(tuple(dst), delay_ms))
+            await self._on_replica(s, fc.ShapeLinks(tuple(dst), delay_ms))
             self.shaped.add(s)
         what = f"{','.join(map(str, src))} -> {','.join(map(str, dst))}"
         await self._begin(("links", what), kind if delay_ms is None else f"delay {delay_ms:.0f}ms", what)
@@ -189,7 +179,7 @@ class FaultInjector:
         await self._known(src, dst)
         n = 0
         for s in src:
-            cut = await self._on_replica(s, CutLinks(tuple(dst)))
+            cut = await self._on_replica(s, fc.CutLinks(tuple(dst)))
             n += cut if isinstance(cut, int) else 0
         now = time.time()
         await self._record("cut", f"{','.join(map(str, src))} x {','.join(map(str, dst))}", now, now)
@@ -203,7 +193,7 @@ class FaultInjector:
             await self.unhold(None, True)
         await self.controller.heal.remote()
         for s in sorted(self.shaped):
-            await self._on_replica(s, UnshapeLinks(tuple(self.members)), when_paused="defer")
+            await self._on_replica(s, fc.UnshapeLinks(tuple(self.members)), when_paused="defer")
         await self._end(*[k for k in self._open if k[0] == "links"])
         if self.shaped:
             await self._record("heal-links", ",".join(map(str, sorted(self.shaped))), time.time(), time.time())
@@ -217,7 +207,7 @@ class FaultInjector:
         hid, self._next_hold = self._next_hold, self._next_hold + 1
         self.holds[hid] = p
         for s in sorted(p.src) if p.src is not None else self.members:
-            await self._on_replica(s, AddHold(hid, p), when_paused="refuse" if p.src else "defer")
+            await self._on_replica(s, fc.AddHold(hid, p), when_paused="refuse" if p.src else "defer")
         await self._begin(("hold", hid), "hold", f"#{hid} {p.describe()}")
         return hid
 
@@ -233,7 +223,7 @@ class FaultInjector:
         self._check_hold(hold_id)
         out: list[HeldMessage] = []
         for s in [src] if src is not None else self.members:
-            out += _messages(await self._on_replica(s, ReleaseHeld(hold_id, count, dst),
+            out += _messages(await self._on_replica(s, fc.ReleaseHeld(hold_id, count, dst),
                                                     when_paused="refuse" if src is not None else "skip"))
         if stop:
             await self._stop_holds(hold_id)
@@ -249,7 +239,7 @@ class FaultInjector:
             p = self.holds.pop(hid, None)
             await self._end(("hold", hid))
             for s in (sorted(p.src) if p is not None and p.src is not None else self.members):
-                await self._on_replica(s, StopHold(hid), when_paused="defer")
+                await self._on_replica(s, fc.StopHold(hid), when_paused="defer")
 
     async def unhold(self, hold_id: int | None, release: bool = True) -> list[HeldMessage]:
         """Stop hold ``hold_id`` (all if None) catching; with ``release`` free what it held."""
@@ -259,7 +249,7 @@ class FaultInjector:
         out: list[HeldMessage] = []
         if release:
             for s in self.members:
-                out += _messages(await self._on_replica(s, ReleaseHeld(hold_id, None, None), when_paused="defer"))
+                out += _messages(await self._on_replica(s, fc.ReleaseHeld(hold_id, None, None), when_paused="defer"))
         now = time.time()
         await self._record("unhold", f"#{hold_id if hold_id is not None else 'all'}: {len(out)} released", now, now)
         return out
@@ -272,7 +262,7 @@ class FaultInjector:
         await self._membership()
         out: list[HeldMessage] = []
         for s in self.members:
-            out += _messages(await self._on_replica(s, ListHeld(), when_paused="skip"))
+            out += _messages(await self._on_replica(s, fc.ListHeld(), when_paused="skip"))
         return out
 
     # -- disk faults and crash points ------------------------------------------------------------------
