@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zabray.cli.check_histories import run_history_check
-from zabray.cli.spark import EXIT_BAD_INPUT, EXIT_OK, EXIT_VIOLATION, bad_options, out_dir, start_spark
+from zabray.cli.spark import EXIT_BAD_INPUT, EXIT_OK, EXIT_VIOLATION, out_dir, preflight, say, with_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -48,36 +47,15 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run_check(args: argparse.Namespace) -> int:
     """Run the subcommand; returns the exit code (the worst over all run directories)."""
-    from zabray.pipeline.errors import TraceError
-
     if getattr(args, "histories", False):
         return run_history_check(args)
     from zabray.pipeline.loader import trace_files
 
     dirs = [Path(d) for d in args.run_dirs]
-    try:
-        nfiles = {d: len(trace_files(d)) for d in dirs}  # fail fast, before starting a JVM
-    except TraceError as e:
-        print(f"zabray check: {e}", file=sys.stderr)
+    nfiles = preflight(args, lambda d: len(trace_files(d)))
+    if nfiles is None:
         return EXIT_BAD_INPUT
-
-    bad = bad_options(args)
-    if bad is not None:
-        print(f"zabray check: {bad}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    from pyspark.sql import SparkSession
-
-    ours = SparkSession.getActiveSession() is None
-    try:
-        spark = start_spark(args.master)
-    except TraceError as e:
-        print(f"zabray check: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    try:
-        code = max(_check_run(spark, d, args, nfiles[d]) for d in dirs)
-    finally:
-        if ours:
-            spark.stop()
+    code = with_spark(args, lambda spark: max(_check_run(spark, d, args, nfiles[d]) for d in dirs))
     if len(dirs) > 1 and not args.no_figures:
         from zabray.pipeline.plots import compare
 
@@ -99,7 +77,7 @@ def _check_run(spark: SparkSession, run_dir: Path, args: argparse.Namespace, nfi
         done = check_run_dir(spark, run_dir, out_dir(args, run_dir), with_figures=not args.no_figures,
                              bucket=args.bucket)
     except TraceError as e:
-        print(f"zabray check: {run_dir}: {e}", file=sys.stderr)
+        say(f"{run_dir}: {e}")
         return EXIT_BAD_INPUT
     print(done.table)
     print(f"report: {done.report_path}" + (f"; figures in {done.report_path.parent}" if done.figures else ""))

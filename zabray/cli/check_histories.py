@@ -11,21 +11,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from zabray.cli.spark import (
     EXIT_BAD_INPUT,
     EXIT_OK,
     EXIT_UNKNOWN,
     EXIT_VIOLATION,
-    bad_options,
     out_dir,
-    start_spark,
+    preflight,
+    say,
+    with_spark,
 )
 from zabray.pipeline.errors import TraceError
 from zabray.pipeline.linearizability import DEFAULT_BUDGET
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 SEVERITY = (EXIT_OK, EXIT_UNKNOWN, EXIT_VIOLATION, EXIT_BAD_INPUT)  # worst last
 
@@ -38,50 +42,38 @@ def run_history_check(args: argparse.Namespace) -> int:
     from zabray.pipeline.history_io import history_files
 
     dirs = [Path(d) for d in args.run_dirs]
-    try:
-        nfiles = {d: len(history_files(d)) for d in dirs}  # fail fast, before starting a JVM
-    except TraceError as e:
-        print(f"zabray check: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    bad = bad_options(args)
-    if bad is None and args.budget is not None and args.budget < 1:
-        bad = "--budget must be a positive number of search steps"
-    if bad is not None:
-        print(f"zabray check: {bad}", file=sys.stderr)
+    budget = args.budget
+    nfiles = preflight(args, lambda d: len(history_files(d)),
+                       "--budget must be a positive number of search steps" if budget is not None and budget < 1 else None)
+    if nfiles is None:
         return EXIT_BAD_INPUT
 
-    from pyspark.sql import SparkSession
+    def check(spark: SparkSession) -> int:
+        code = EXIT_OK
+        for d in dirs:
+            code = worst(code, _check_run(spark, d, args, nfiles[d]))
+        return code
 
+    return with_spark(args, check)
+
+
+def _check_run(spark: SparkSession, d: Path, args: argparse.Namespace, nfiles: int) -> int:
+    """Check one run directory's histories, print the verdicts, save the report."""
     from zabray.pipeline.history_checks import check_histories, format_history_report, load_histories
 
-    ours = SparkSession.getActiveSession() is None
+    started = time.monotonic()
+    print(f"== {d} ({nfiles} history files, Spark {spark.sparkContext.master})")
     try:
-        spark = start_spark(args.master)
+        rep = check_histories(load_histories(spark, d), budget=args.budget or DEFAULT_BUDGET, reads=args.reads)
     except TraceError as e:
-        print(f"zabray check: {e}", file=sys.stderr)
+        say(e)
         return EXIT_BAD_INPUT
-    code = EXIT_OK
-    try:
-        for d in dirs:
-            started = time.monotonic()
-            print(f"== {d} ({nfiles[d]} history files, Spark {spark.sparkContext.master})")
-            try:
-                rep = check_histories(load_histories(spark, d), budget=args.budget or DEFAULT_BUDGET,
-                                      reads=args.reads)
-            except TraceError as e:
-                print(f"zabray check: {e}", file=sys.stderr)
-                code = worst(code, EXIT_BAD_INPUT)
-                continue
-            print(format_history_report(rep))
-            out = out_dir(args, d) / "histories.json"
-            out.parent.mkdir(parents=True, exist_ok=True)
-            doc = {**rep.to_dict(), "run_dir": str(d), "elapsed_s": round(time.monotonic() - started, 3)}
-            tmp = out.with_name(out.name + ".tmp")
-            tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n")
-            tmp.replace(out)
-            print(f"report: {out}")
-            code = worst(code, {"PASS": EXIT_OK, "FAIL": EXIT_VIOLATION, "UNKNOWN": EXIT_UNKNOWN}[rep.verdict])
-    finally:
-        if ours:
-            spark.stop()
-    return code
+    print(format_history_report(rep))
+    out = out_dir(args, d) / "histories.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    doc = {**rep.to_dict(), "run_dir": str(d), "elapsed_s": round(time.monotonic() - started, 3)}
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    tmp.replace(out)
+    print(f"report: {out}")
+    return {"PASS": EXIT_OK, "FAIL": EXIT_VIOLATION, "UNKNOWN": EXIT_UNKNOWN}[rep.verdict]

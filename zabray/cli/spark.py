@@ -4,8 +4,12 @@ options checked before a JVM starts, and starting Spark with a one-line error.""
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from zabray.pipeline.errors import TraceError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -36,10 +40,48 @@ def bad_options(args: argparse.Namespace) -> str | None:
     return None
 
 
+def say(error: object) -> None:
+    print(f"zabray check: {error}", file=sys.stderr)
+
+
+def preflight(args: argparse.Namespace, count: Callable[[Path], int], extra: str | None = None) -> dict[Path, int] | None:
+    """The number of input files in each run directory (``count`` raises ``TraceError`` for a
+    directory it cannot read), or None when the input or an option is bad (``extra`` is a
+    caller's own complaint): said in one line, before a JVM starts."""
+    try:
+        nfiles = {Path(d): count(Path(d)) for d in args.run_dirs}
+    except TraceError as e:
+        say(e)
+        return None
+    bad = bad_options(args) or extra
+    if bad is not None:
+        say(bad)
+        return None
+    return nfiles
+
+
+def with_spark(args: argparse.Namespace, body: Callable[[SparkSession], int]) -> int:
+    """``body``'s exit code, run on a Spark session started for it and stopped after it (one
+    already active, a notebook's or a test's, is used and left running); exit 2 in one line if
+    Spark cannot start."""
+    from pyspark.sql import SparkSession
+
+    ours = SparkSession.getActiveSession() is None
+    try:
+        spark = start_spark(args.master)
+    except TraceError as e:
+        say(e)
+        return EXIT_BAD_INPUT
+    try:
+        return body(spark)
+    finally:
+        if ours:
+            spark.stop()
+
+
 def start_spark(master: str | None) -> SparkSession:
     """The Spark session, or ``TraceError`` in one line when Spark cannot start (a bad
     ``--master``, no Java): PySpark's own error is a page of Java gateway traceback."""
-    from zabray.pipeline.errors import TraceError
     from zabray.pipeline.spark_session import get_session
 
     try:
