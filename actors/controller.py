@@ -13,7 +13,6 @@ import asyncio
 import json
 import logging
 import os
-import shutil
 import signal
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors import checkpoint, homes
 from actors import controller_reconfig as membership
-from actors.hostwatch import HostWatch
+from actors.hostwatch import HostWatch, _wipe
 from actors.names import NAMESPACE, WORKER_NICENESS
 from actors.replica_actor import ReplicaActor
 from actors.snapshot_actor import SnapshotActor
@@ -518,18 +517,6 @@ class EnsembleController(HostWatch):
                     num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
                 ).remote(self.data_dir(sid), str(Path(self.cfg.data_dir) / self.name)))
         return [d for d in await asyncio.gather(*wipes) if d]
-
-
-@ray.remote
-def _wipe(path: str, parent: str) -> str | None:
-    """Delete a replica's data directory on this node (and the ensemble's, once empty)."""
-    existed = os.path.isdir(path)
-    shutil.rmtree(path, ignore_errors=True)
-    try:
-        os.rmdir(parent)  # only if empty: another replica on this node may still be there
-    except OSError:
-        pass
-    return path if existed else None
 
 
 async def _answers(handle: Any) -> bool:

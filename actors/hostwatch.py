@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,18 @@ DISK_READ_S = 30.0
 def _send_signal(pid: int, sig: int) -> None:
     """Signal a replica's process from its own node (pause/resume of a replica on any host)."""
     os.kill(pid, sig)
+
+
+@ray.remote
+def _wipe(path: str, parent: str) -> str | None:
+    """Delete a replica's data directory on this node (and the ensemble's, once empty)."""
+    existed = os.path.isdir(path)
+    shutil.rmtree(path, ignore_errors=True)
+    try:
+        os.rmdir(parent)  # only if empty: another replica on this node may still be there
+    except OSError:
+        pass
+    return path if existed else None
 
 
 def disk_summary(path: str) -> dict[str, Any]:
@@ -172,8 +185,6 @@ class HostWatch:
 
     async def _wipe_on(self, sid: int, node: str) -> None:
         """Delete replica ``sid``'s data directory on ``node`` (a fresh start there)."""
-        from actors.controller import _wipe
-
         await asyncio.wait_for(_wipe.options(num_cpus=0, scheduling_strategy=pinned(node)).remote(
             self.data_dir(sid), ""), 60)
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from zabray.cli.check_histories import run_history_check
 from zabray.cli.spark import EXIT_BAD_INPUT, EXIT_OK, EXIT_VIOLATION, out_dir, preflight, say, with_spark
+from zabray.pipeline.errors import TraceError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -69,7 +70,6 @@ def run_check(args: argparse.Namespace) -> int:
 
 def _check_run(spark: SparkSession, run_dir: Path, args: argparse.Namespace, nfiles: int) -> int:
     """Check one run directory, print its table, write its report (and figures)."""
-    from zabray.pipeline.errors import TraceError
     from zabray.pipeline.rundir import check_run_dir
 
     print(f"== {run_dir} ({nfiles} trace files, Spark {spark.sparkContext.master})")
