@@ -1,11 +1,12 @@
 """A deliberately broken learner is caught by the ZOOKEEPER-4394 scenario: with the planted bug
 ``sync_drop`` (``histories.planted``, injected through this module's own Ray cluster) a follower
 forgets the PROPOSALs it receives between NEWLEADER and UPTODATE, so it delivers around a
-committed txn. The same scenario passes without the plant (tests/driver/test_scenarios.py)."""
+committed txn, or stays behind it for good. The same scenario passes without the plant (tests/driver/test_scenarios.py)."""
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from tests.histories import planted
 from zabray.driver.ensemble import Ensemble
 from zabray.driver.scenario import run
+from zabray.errors import ScenarioError
 from zabray.replay.scenario import load
 
 pytestmark = pytest.mark.ray
@@ -42,7 +44,16 @@ def test_the_4394_scenario_catches_a_learner_that_drops_proposals_during_sync(pl
                          data_dir=str(tmp_path / "data"), run_dir=str(tmp_path / "run"), **dict(sc.config))
     try:
         ens.wait_for_leader(30)
-        result = run(ens, sc, check=True)
+        try:
+            result = run(ens, sc, check=True)
+        except ScenarioError as e:
+            # The plant shows in one of two ways, as the messages interleave: the learner delivers
+            # around the txns it forgot (caught below), or it stays behind them for good, so the
+            # ensemble never converges. This is the second: the follower that synced is stuck
+            # at the last txn before the window while the others went on.
+            applied = re.findall(r"(\d+)@(\d+:\d+)", str(e))
+            assert "converged() still false" in str(e) and len({z for _, z in applied}) == 2, e
+            return
     finally:
         ens.stop(wipe=True)
     assert result.proofs[0].ok, result.proofs[0].text  # the window was reached...
