@@ -23,7 +23,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors import checkpoint, homes
 from actors import controller_reconfig as membership
-from actors.hostwatch import HostWatch, _wipe
+from actors.hostwatch import HostWatch, wipe_dir
 from actors.names import NAMESPACE, WORKER_NICENESS
 from actors.replica_actor import ReplicaActor
 from actors.snapshot_actor import SnapshotActor
@@ -513,7 +513,7 @@ class EnsembleController(HostWatch):
         for sid in [*self.members, *sorted(self.departed)]:
             node = homes.node_for(self.home[sid], nodes) if sid in self.home else None
             if node is not None:  # a host without a live node keeps its disk
-                wipes.append(_wipe.options(
+                wipes.append(wipe_dir.options(
                     num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
                 ).remote(self.data_dir(sid), str(Path(self.cfg.data_dir) / self.name)))
         return [d for d in await asyncio.gather(*wipes) if d]

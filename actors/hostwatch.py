@@ -37,7 +37,7 @@ def _send_signal(pid: int, sig: int) -> None:
 
 
 @ray.remote
-def _wipe(path: str, parent: str) -> str | None:
+def wipe_dir(path: str, parent: str) -> str | None:
     """Delete a replica's data directory on this node (and the ensemble's, once empty)."""
     existed = os.path.isdir(path)
     shutil.rmtree(path, ignore_errors=True)
@@ -185,7 +185,7 @@ class HostWatch:
 
     async def _wipe_on(self, sid: int, node: str) -> None:
         """Delete replica ``sid``'s data directory on ``node`` (a fresh start there)."""
-        await asyncio.wait_for(_wipe.options(num_cpus=0, scheduling_strategy=pinned(node)).remote(
+        await asyncio.wait_for(wipe_dir.options(num_cpus=0, scheduling_strategy=pinned(node)).remote(
             self.data_dir(sid), ""), 60)
 
     # -- what a replica that is not running holds ----------------------------------------------------
