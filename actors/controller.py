@@ -129,6 +129,9 @@ class EnsembleController(HostWatch):
             # (at start, every replica's actor is its first: incarnation 0 in its name)
             await asyncio.gather(*(_name_freed(_name(self.name, sid, 0)) for sid in self.handles))
             self.handles.clear()
+            for more in failed[1:]:  # the first is raised; the others are not lost without a word
+                log.warning("ensemble %s: another replica failed to start too: %s: %s", self.name,
+                            type(more).__name__, more)
             raise failed[0]
         await self._publish_peers()
         if self.cfg.reconfig_enabled:
