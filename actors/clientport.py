@@ -89,7 +89,10 @@ class ClientConn(BatchingProtocol):
 
     def _take(self, req: cp.SubmitReq | cp.StatusReq | cp.ZkReq) -> None:
         if isinstance(req, cp.StatusReq):
-            self.send(cp.StatusRep(req.rid, self.server.status()))
+            st = self.server.status()
+            n = st.node
+            self.send(cp.StatusRep(req.rid, st.sid, n.state.name if n else "STARTING", st.established,
+                                   n.current_epoch if n else 0))
         else:
             self.server._run(self.server.service.client(self, req))
 

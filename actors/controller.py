@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from actors.hostwatch import HostWatch, wipe_dir
 from actors.names import NAMESPACE, WORKER_NICENESS
 from actors.replica_actor import ReplicaActor
 from actors.snapshot_actor import SnapshotActor
+from actors.status import DiskSummary, ReplicaReport, ReplicaStatus
 from zabray.config import EnsembleConfig
 from zabray.errors import ConfigError, NotRunningError
 from zabray.replay.crashpoints import crash_points as check_crash_points
@@ -275,36 +277,34 @@ class EnsembleController(HostWatch):
         addr = self.node_addr.get(node_id, "?")
         return f"{where} {addr} ({node_id[:8]})" if where else f"{addr} ({node_id[:8]})"
 
-    async def status(self, timeout: float = 2.0) -> list[dict[str, Any]]:
+    async def status(self, timeout: float = 2.0) -> list[ReplicaStatus]:
         self._ensure_watch()
-        async def one(sid: int) -> dict[str, Any]:
+        async def one(sid: int) -> ReplicaStatus:
             info = self.info.get(sid, {})
-            base = {"sid": sid, "node": self.node_of.get(sid), "node_label": self._node_label(sid),
-                    "home": self.home.get(sid), "client": info.get("client"), "zk_client": info.get("zk_client"),
-                    "zk_secure_client": info.get("zk_secure_client"),
-                    "pid": info.get("pid"), "incarnation": info.get("incarnation"),
-                    "paused": sid in self.paused, "observer": sid in self.observers, "lost": sid in self.lost}
+            base = ReplicaStatus(
+                sid, "DOWN", alive=False, observer=sid in self.observers, node=self.node_of.get(sid),
+                pid=info.get("pid"), incarnation=info.get("incarnation"), stale=True, client=info.get("client"),
+                node_label=self._node_label(sid), home=self.home.get(sid), zk_client=info.get("zk_client"),
+                zk_secure_client=info.get("zk_secure_client"), paused=sid in self.paused, lost=sid in self.lost)
             # A replica that does not answer is shown with what its disk holds, read on its host
             # (as `zabray inspect` reads it), or with nothing: never with what it said before.
             h = self.handles.get(sid)
-            if h is None:
-                return {**base, **await self._disk_status(sid, timeout), "stale": True, "alive": False,
-                        "state": "DOWN"}
-            if sid in self.paused:
-                return {**base, **await self._disk_status(sid, timeout), "stale": True, "alive": True,
-                        "state": "PAUSED"}
+            if h is None or sid in self.paused:
+                disk = await self._disk_status(sid, timeout)
+                return replace(base, state="PAUSED" if h is not None else "DOWN", alive=h is not None,
+                               disk=disk if isinstance(disk, DiskSummary) else None,
+                               unknown=disk if isinstance(disk, str) else None)
             try:
-                st = await asyncio.wait_for(h.status.remote(), timeout)
+                report: ReplicaReport = await asyncio.wait_for(h.status.remote(), timeout)
             except Exception as e:  # dead actor, timeout (its host cut off)
-                return {**base, "current_epoch": None, "accepted_epoch": None, "last_zxid": None, "applied": None,
-                        "disk": "unknown: the replica does not answer", "stale": True, "alive": False,
-                        "state": "DOWN", "error": type(e).__name__}
-            return {**base, **st, "node": self.node_of.get(sid), "stale": False}
+                return replace(base, unknown=f"the replica does not answer ({type(e).__name__})")
+            state = report.node.state.name if report.node is not None else "STARTING"
+            return replace(base, state=state, alive=report.fatal is None, stale=False, report=report)
 
         sids = sorted({*self.members, *self.retiring})
         got = list(await asyncio.gather(*(one(s) for s in sids)))
         membership.follow(self, got)
-        return [st for st in got if st["sid"] in self.members or st["sid"] in self.retiring]
+        return [st for st in got if st.sid in self.members or st.sid in self.retiring]
 
     async def histories(self, after: int = 0) -> dict[int, list[tuple[int, str]]]:
         """Delivered (zxid, digest) per live replica, for checking agreement and durability."""
@@ -365,7 +365,7 @@ class EnsembleController(HostWatch):
         except Exception:  # it died (a crash point, a kill from outside)
             self.handles.pop(sid, None)
             return False
-        if st.get("fatal"):  # it stopped itself (an fsync failed): reap the process
+        if st.fatal:  # it stopped itself (an fsync failed): reap the process
             self.handles.pop(sid, None)
             ray.kill(h, no_restart=True)
             return False

@@ -23,6 +23,7 @@ import ray
 
 from actors import homes
 from actors.ray_errors import innermost
+from actors.status import ReplicaReport, ReplicaStatus
 from zabray.errors import ConfigError, NoQuorumError, NotRunningError, ReconfigError, RequestTimeoutError
 from zabray.protocol.membership import OBSERVER, PARTICIPANT, ConfigChange, Membership
 
@@ -70,11 +71,11 @@ def _adopt(ctl: EnsembleController, text: str) -> Membership:
 # -- asking the ensemble --------------------------------------------------------------------
 
 
-async def _leader(ctl: EnsembleController, deadline: float) -> tuple[int, dict[str, Any]]:
+async def _leader(ctl: EnsembleController, deadline: float) -> tuple[int, ReplicaReport]:
     while True:
         for st in await ctl.status():
-            if st.get("state") == "LEADING" and st.get("established") and not st.get("stale"):
-                return int(st["sid"]), st
+            if st.established_leader and st.report is not None:
+                return st.sid, st.report
         if time.monotonic() > deadline:
             raise NoQuorumError(f"ensemble {ctl.name!r} has no established leader")
         await asyncio.sleep(0.05)
@@ -113,21 +114,21 @@ async def reconfig(ctl: EnsembleController, joining: str | None = None, leaving:
     return got
 
 
-def follow(ctl: EnsembleController, statuses: list[dict[str, Any]]) -> None:
+def follow(ctl: EnsembleController, statuses: list[ReplicaStatus]) -> None:
     """Keep the controller's view of the membership up with reconfigurations it did not ask for
     (a ZooKeeper client's reconfig, zkCli's): the newest configuration a running replica has
     in force becomes its view, and a replica that reports it left is stopped as ``reconfig``
     stops the ones it removes (in the background, once the new configuration is everywhere)."""
-    live = [st for st in statuses if not st.get("stale") and st.get("config")]
+    live = [st.report for st in statuses if st.report is not None and st.report.node is not None and st.report.config]
     if not live:
         return
-    top = max(live, key=lambda st: int(st.get("config_version") or 0))
-    if int(top.get("config_version") or 0) > ctl.config_version:
+    top = max(live, key=lambda r: r.node.config_version if r.node else 0)
+    if top.node is not None and top.node.config_version > ctl.config_version:
         before = set(ctl.voters) | set(ctl.observers)
-        config = _adopt(ctl, str(top["config"]))
+        config = _adopt(ctl, top.config)
         gone = sorted((before - config.sids) - ctl.departed - ctl.retiring)
-        gone += [int(st["sid"]) for st in live if st.get("departed") and int(st["sid"]) not in gone
-                 and int(st["sid"]) not in ctl.retiring and int(st["sid"]) not in ctl.departed]
+        gone += [r.sid for r in live if r.departed is not None and r.sid not in gone
+                 and r.sid not in ctl.retiring and r.sid not in ctl.departed]
         if gone:
             ctl.retiring.update(gone)
             task = asyncio.get_running_loop().create_task(_retire(ctl, gone, config, time.monotonic() + 60))
@@ -138,9 +139,8 @@ def follow(ctl: EnsembleController, statuses: list[dict[str, Any]]) -> None:
 async def _retire(ctl: EnsembleController, gone: list[int], config: Membership, deadline: float) -> None:
     """Stop the replicas ``config`` removed, once every running member has it in force."""
     while time.monotonic() < deadline:
-        sts = {st["sid"]: st for st in await status_of(ctl, sorted(config.sids))}
-        running = [st for st in sts.values() if not st.get("stale")]
-        if all(int(st.get("config_version") or 0) >= config.version for st in running):
+        running = [st for st in await status_of(ctl, sorted(config.sids)) if not st.stale]
+        if all((st.config_version or 0) >= config.version for st in running):
             break
         await asyncio.sleep(0.05)
     for sid in gone:
@@ -195,10 +195,10 @@ async def _wait_synced(ctl: EnsembleController, sids: list[int], deadline: float
     """Until the leader reports each of ``sids`` synced and following."""
     while True:
         _, st = await _leader(ctl, deadline)
-        if set(sids) <= set(st.get("synced") or ()):
+        if set(sids) <= set(st.synced or ()):
             return
         if time.monotonic() > deadline:
-            missing = sorted(set(sids) - set(st.get("synced") or ()))
+            missing = sorted(set(sids) - set(st.synced or ()))
             raise RequestTimeoutError(f"replica(s) {missing} not synced with the leader in time")
         await asyncio.sleep(0.05)
 
@@ -264,8 +264,8 @@ async def reconfigure(ctl: EnsembleController, voters: list[int], observers: lis
         raise
 
 
-async def status_of(ctl: EnsembleController, sids: list[int]) -> list[dict[str, Any]]:
-    return [st for st in await ctl.status() if st["sid"] in sids]
+async def status_of(ctl: EnsembleController, sids: list[int]) -> list[ReplicaStatus]:
+    return [st for st in await ctl.status() if st.sid in sids]
 
 
 async def initial_config(ctl: EnsembleController, timeout: float = 60.0) -> None:

@@ -117,16 +117,26 @@ class ReplicaFaults:
             self.crash = None
         return fire
 
-    def armed(self) -> list[dict[str, object]]:
+    def armed(self) -> tuple[tuple[str, int], ...]:
         """The armed crash points, each with the passes left before it fires."""
-        return [{"point": c.point, "remaining": c.remaining} for c in self.crash or ()]
+        return tuple((c.point, c.remaining) for c in self.crash or ())
 
-    def describe(self) -> dict[str, object]:
-        return {
-            "armed": ", ".join(f"{c.point} (in {c.remaining})" for c in self.crash) if self.crash else None,
-            "crash_points": self.armed(),
-            "fail_next_sync": self.fail_next_sync,
-            "sync_delay_ms": self.sync_delay_s * 1000,
-            "links": {p: ("held" if math.isinf(d) else f"{d * 1000:.0f} ms") for p, d in self.links.delay.items()},
-            "holds": {hid: p.describe() for hid, p in self.holds.patterns.items()},
-        }
+    def describe(self) -> FaultsView:
+        return FaultsView(
+            crash_points=self.armed(), fail_next_sync=self.fail_next_sync, sync_delay_ms=self.sync_delay_s * 1000,
+            links={p: ("held" if math.isinf(d) else f"{d * 1000:.0f} ms") for p, d in self.links.delay.items()},
+            holds={hid: p.describe() for hid, p in self.holds.patterns.items()})
+
+
+@dataclass(frozen=True, slots=True)
+class FaultsView:
+    """The faults in force inside one running replica."""
+
+    crash_points: tuple[tuple[str, int], ...]
+    """Armed crash points: (point, passes left before it fires)."""
+    fail_next_sync: bool
+    sync_delay_ms: float
+    links: dict[int, str]
+    """Per peer shaped: "held" or the delay ("50 ms")."""
+    holds: dict[int, str]
+    """Message holds by id, each as its pattern reads."""

@@ -19,6 +19,7 @@ import ray
 
 from actors import fault_calls as fc
 from actors.names import NAMESPACE, controller_name
+from actors.status import ReplicaStatus
 from zabray.errors import ConfigError, NotRunningError
 from zabray.lab import Lab
 from zabray.replay import schedule as sched
@@ -114,11 +115,15 @@ class FaultInjector:
             log.info("replica %d died during %s", sid, type(call).__name__)
             return None
 
+    async def _status(self) -> list[ReplicaStatus]:
+        got: list[ReplicaStatus] = await self.controller.status.remote()
+        return got
+
     async def _leader(self) -> int | None:
         best: tuple[int, int] | None = None
-        for st in await self.controller.status.remote():
-            if st.get("alive") and st.get("state") == "LEADING" and st.get("established"):
-                key = (int(st.get("current_epoch", 0)), int(st["sid"]))
+        for st in await self._status():
+            if st.established_leader:
+                key = (st.epoch, st.sid)
                 best = max(best, key) if best else key
         return best[1] if best else None
 
@@ -441,8 +446,7 @@ class FaultInjector:
         quorum of voters holding the data, and the ensemble rightly stuck for good."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            st = {int(r["sid"]): r for r in await self.controller.status.remote()}
-            if not any(st.get(s, {}).get("rejoining") for s in sids):
+            if not any(st.rejoining for st in await self._status() if st.sid in sids):
                 return
             await asyncio.sleep(0.1)
         log.warning("replicas %s not rebuilt %.0f s after their wipe (no leader to sync them?)", sids, timeout)
@@ -458,9 +462,9 @@ class FaultInjector:
         await self.heal()
         for s in self.slowed:
             await self._try(self.disk(s, "clear"))
-        for st in await self.controller.status.remote():
-            if st.get("paused"):
-                await self._try(self.resume(int(st["sid"])))
-        for st in await self.controller.status.remote():
-            if not st.get("alive"):
-                await self._try(self.restart(int(st["sid"])))
+        for st in await self._status():
+            if st.paused:
+                await self._try(self.resume(st.sid))
+        for st in await self._status():
+            if not st.alive:
+                await self._try(self.restart(st.sid))

@@ -20,6 +20,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors import homes
+from actors.status import DiskSummary
 from zabray.errors import NotRunningError
 
 if TYPE_CHECKING:
@@ -48,14 +49,12 @@ def wipe_dir(path: str, parent: str) -> str | None:
     return path if existed else None
 
 
-def disk_summary(path: str) -> dict[str, Any]:
-    """What a replica's disk holds, as ``zabray inspect`` reads it: its epochs, its last logged
-    zxid, the zxid through which it knows its log committed, its incarnation."""
+def disk_summary(path: str) -> DiskSummary:
+    """What a replica's disk holds, as ``zabray inspect`` reads it."""
     from storage.diskview import read_disk
 
     v = read_disk(path)
-    return {"current_epoch": v.current_epoch, "accepted_epoch": v.accepted_epoch, "last_zxid": int(v.last_zxid),
-            "applied": int(v.committed_through), "incarnation_on_disk": v.incarnation}
+    return DiskSummary(v.current_epoch, v.accepted_epoch, v.last_zxid, v.committed_through, v.incarnation)
 
 
 _disk_summary = ray.remote(num_cpus=0)(disk_summary)
@@ -190,16 +189,15 @@ class HostWatch:
 
     # -- what a replica that is not running holds ----------------------------------------------------
 
-    async def _disk_status(self, sid: int, timeout: float) -> dict[str, Any]:
+    async def _disk_status(self, sid: int, timeout: float) -> DiskSummary | str:
         """A down or paused replica's epochs and zxids as its disk holds them (read on its node,
-        once per stop), or ``None`` for each with ``disk`` saying why they are unknown."""
-        unknown = {"current_epoch": None, "accepted_epoch": None, "last_zxid": None, "applied": None}
+        once per stop), or why they are unknown."""
         ref = self._disk_reads.get(sid)
         if ref is None:
             nodes = await self._nodes()
             node = homes.node_for(self.home[sid], nodes)
             if node is None:
-                return {**unknown, "disk": f"unknown: {homes.describe(self.home[sid])} has no live Ray node"}
+                return f"{homes.describe(self.home[sid])} has no live Ray node"
             path = self.info.get(sid, {}).get("data_dir") or self.data_dir(sid)
             if node == self._here():
                 ref = asyncio.ensure_future(asyncio.to_thread(disk_summary, path))
@@ -207,13 +205,13 @@ class HostWatch:
                 ref = asyncio.wrap_future(_disk_summary.options(scheduling_strategy=pinned(node)).remote(path).future())
             self._disk_reads[sid] = ref
         try:
-            got: dict[str, Any] = await asyncio.wait_for(asyncio.shield(ref), timeout)
+            got: DiskSummary = await asyncio.wait_for(asyncio.shield(ref), timeout)
         except TimeoutError:
-            return {**unknown, "disk": f"unknown: reading it on {homes.describe(self.home[sid])}"}
+            return f"reading it on {homes.describe(self.home[sid])}"
         except Exception as e:  # the node went, the disk cannot be read
             self._disk_reads.pop(sid, None)
-            return {**unknown, "disk": f"unknown: {type(e).__name__}"}
-        return {**got, "disk": "read"}
+            return type(e).__name__
+        return got
 
     def _read_disk_soon(self, sid: int) -> None:
         """Start reading a replica's disk now that it stopped, so that status has it at hand."""

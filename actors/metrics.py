@@ -19,8 +19,10 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
+import math
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +51,41 @@ class _Histogram:
         self.sum += v
         self.count += 1
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"count": self.count, "sum_s": round(self.sum, 6),
-                "mean_ms": round(1000 * self.sum / self.count, 3) if self.count else None,
-                "buckets": {**{f"le_{b:g}": c for b, c in zip(self.bounds, self.counts, strict=False)},
-                            "le_inf": self.counts[-1]}}
+    def view(self) -> HistogramView:
+        return HistogramView(self.count, round(self.sum, 6),
+                             tuple(zip([*self.bounds, math.inf], self.counts, strict=True)))
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramView:
+    """A histogram as Prometheus keeps it: ``buckets`` are (upper bound, observations in it),
+    the last bound +Inf, each observation counted once (not cumulative)."""
+
+    count: int
+    sum_s: float
+    buckets: tuple[tuple[float, int], ...]
+
+    @property
+    def mean_ms(self) -> float | None:
+        return round(1000 * self.sum_s / self.count, 3) if self.count else None
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsView:
+    """A replica's metrics now: the numbers Ray exports (the module's docstring names them)."""
+
+    commits: int
+    commits_per_s: float
+    proposals_outstanding: int
+    """A leader's proposals not yet committed (0 elsewhere)."""
+    fsync: HistogramView
+    elections: int
+    election: HistogramView
+    """From entering LOOKING to serving in the broadcast phase."""
+    sessions: int
+    watches: int
+    znodes: int
+    disk_bytes: int
 
 
 def disk_bytes(path: Path) -> int:
@@ -119,25 +151,18 @@ class ReplicaMetrics:
 
     # -- read --------------------------------------------------------------------------------------
 
-    def snapshot(self, server: Any) -> dict[str, Any]:
+    def snapshot(self, server: Any) -> MetricsView:
         """The replica's metrics now (the same numbers Ray exports)."""
         node = server.node
         role = getattr(node, "role", None)
         outstanding = getattr(role, "outstanding", 0)  # a leader's (0 while it is still electing)
         zk = getattr(server.service, "svc", None)  # the pure ZooKeeper service, when hosted
-        watches = zk.watches.count() if zk is not None else 0
-        return {
-            "commits": int(server.stats.get("delivered", 0)),
-            "commits_per_s": round(self._rate, 1),
-            "proposals_outstanding": int(outstanding),
-            "fsync": self.fsync_hist.as_dict(),
-            "elections": self.elections,
-            "election": self.election_hist.as_dict(),
-            "sessions": len(zk.tree.sessions()) if zk is not None else 0,
-            "watches": watches,
-            "znodes": len(zk.tree) if zk is not None else 0,
-            "disk_bytes": self._disk_bytes(server.data_dir),
-        }
+        return MetricsView(
+            commits=int(server.stats.get("delivered", 0)), commits_per_s=round(self._rate, 1),
+            proposals_outstanding=int(outstanding), fsync=self.fsync_hist.view(), elections=self.elections,
+            election=self.election_hist.view(), sessions=len(zk.tree.sessions()) if zk is not None else 0,
+            watches=zk.watches.count() if zk is not None else 0, znodes=len(zk.tree) if zk is not None else 0,
+            disk_bytes=self._disk_bytes(server.data_dir))
 
     def _disk_bytes(self, path: Path) -> int:
         now = time.monotonic()
@@ -180,7 +205,7 @@ class ReplicaMetrics:
             self.tick(server)
             await asyncio.sleep(EXPORT_EVERY_S)
 
-    def tick(self, server: Any) -> dict[str, Any]:
+    def tick(self, server: Any) -> MetricsView:
         now, commits = time.monotonic(), int(server.stats.get("delivered", 0))
         if self._last is not None and now > self._last[0]:
             self._rate = (commits - self._last[1]) / (now - self._last[0])
@@ -195,9 +220,9 @@ class ReplicaMetrics:
             for seconds in pending:
                 r["fsync_s"].observe(seconds, tags=t)
             r["rate"].set(self._rate, tags=t)
-            r["outstanding"].set(snap["proposals_outstanding"], tags=t)
-            r["sessions"].set(snap["sessions"], tags=t)
-            r["watches"].set(snap["watches"], tags=t)
-            r["znodes"].set(snap["znodes"], tags=t)
-            r["disk"].set(snap["disk_bytes"], tags=t)
+            r["outstanding"].set(snap.proposals_outstanding, tags=t)
+            r["sessions"].set(snap.sessions, tags=t)
+            r["watches"].set(snap.watches, tags=t)
+            r["znodes"].set(snap.znodes, tags=t)
+            r["disk"].set(snap.disk_bytes, tags=t)
         return snap

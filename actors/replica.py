@@ -34,6 +34,7 @@ from actors.metrics import ReplicaMetrics
 from actors.reconfig_admin import AdminReconfigs
 from actors.services import BroadcastService, HostedService
 from actors.stall_watch import StallWatch
+from actors.status import ReplicaReport
 from actors.transport import PeerTransport
 from storage.disk import DiskStore
 from storage.fsutil import atomic_write, read_file
@@ -553,29 +554,16 @@ class ReplicaServer:
         log.log(level, "replica %d: client %s failed authentication: %s; further failures from this host "
                 "are logged at debug level", self.sid, peer, err)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> ReplicaReport:
         if self.node is None:
-            return {"sid": self.sid, "state": "STARTING", "alive": True, "fatal": self.fatal}
-        s = self.node.status()
-        leader_role = getattr(self.node.role, "established", None)
-        s.update(
-            faults=self.faults.describe(),
-            alive=self.fatal is None,
-            fatal=self.fatal,
-            established=bool(leader_role) if self.node.state == PeerState.LEADING else None,
-            pid=os.getpid(),
-            nice=os.nice(0),
-            stats=dict(self.stats),
+            return ReplicaReport(self.sid, self.fatal)
+        return ReplicaReport(
+            self.sid, self.fatal, node=self.node.status(),
+            established=self.node.state == PeerState.LEADING and bool(getattr(self.node.role, "established", False)),
+            pid=os.getpid(), nice=os.nice(0), stats=dict(self.stats),
             transport=dict(self.transport.stats) if self.transport is not None else {},
-            config=self.node.config.text(),
-            departed=self.departed,
-            synced=_synced(self.node),
-        )
-        zk = self.service.status()
-        if zk is not None:
-            s["zk"] = zk
-        s["metrics"] = self.metrics.snapshot(self)
-        return s
+            config=self.node.config.text(), departed=self.departed, synced=_synced(self.node),
+            zk=self.service.status(), metrics=self.metrics.snapshot(self), faults=self.faults.describe())
 
     def admin_view(self) -> AdminView:
         """What the four-letter words tell about this replica (``actors.zkadmin``)."""
@@ -615,13 +603,13 @@ class ReplicaServer:
                 "applied": int(self.node.applied) if self.node is not None else 0}
 
 
-def _synced(node: Node) -> list[int] | None:
+def _synced(node: Node) -> tuple[int, ...] | None:
     """On a leader, its learners synced and following (acknowledged NEWLEADER): the replicas a
     reconfiguration may count on (ZooKeeper's ``isQuorumSynced``); None elsewhere."""
     role = node.role
     if not isinstance(role, Leader) or not role.established:
         return None
-    return sorted(s for s, h in role.learners.items() if h.stage == Stage.ACTIVE)
+    return tuple(sorted(s for s, h in role.learners.items() if h.stage == Stage.ACTIVE))
 
 
 def _role(node: Node) -> tuple[bool, bool, bool]:

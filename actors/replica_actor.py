@@ -23,6 +23,7 @@ from actors.fault_calls import (
     UnshapeLinks,
 )
 from actors.replica import ReplicaServer
+from actors.status import ReplicaReport
 from zabray.errors import ConfigError
 from zabray.protocol.membership import ConfigChange
 
@@ -50,7 +51,7 @@ class ReplicaActor:
     async def set_peers(self, addrs: dict[int, tuple[str, int]]) -> None:
         self.server.set_peers(addrs)
 
-    async def status(self) -> dict[str, Any]:
+    async def status(self) -> ReplicaReport:
         return self.server.status()
 
     async def reconfigure(self, change: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from zabray.protocol.events import RID_MASK, Event, Submit
 from zabray.wire import clientproto as cp
 
 if TYPE_CHECKING:
+    from zabray.zk.service import ServiceStatus
     from actors.clientport import ClientConn
     from zabray.zk import messages as zm
 
@@ -41,7 +42,7 @@ class HostedService(Protocol):
     def core(self, actions: list[Outcome], serving: bool, leading: bool, looking: bool = False) -> list[Event]: ...
     def tick(self, serving: bool, leading: bool, looking: bool = False) -> list[Event]: ...
     def conn_lost(self, conn: ServiceConn) -> None: ...
-    def status(self) -> dict[str, Any] | None: ...
+    def status(self) -> ServiceStatus | None: ...
     def frame(self, action: zm.ServiceAction) -> cp.ZkRep | cp.ZkEvent:
         """A service action for one of its bespoke connections, as the frame that carries it."""
 
@@ -93,5 +94,5 @@ class BroadcastService:
     def frame(self, action: zm.ServiceAction) -> cp.ZkRep | cp.ZkEvent:
         raise AssertionError("a broadcast replica delivers no service actions to its connections")
 
-    def status(self) -> dict[str, Any] | None:
+    def status(self) -> ServiceStatus | None:
         return None

@@ -13,6 +13,8 @@ import logging
 import random
 from typing import Any
 
+from actors.status import ReplicaReport
+
 log = logging.getLogger(__name__)
 
 
@@ -39,10 +41,10 @@ class SnapshotActor:
             await asyncio.sleep(self.poll_s)
             for sid, h in list(self.handles.items()):
                 try:
-                    st = await asyncio.wait_for(h.status.remote(), 2)
+                    st: ReplicaReport = await asyncio.wait_for(h.status.remote(), 2)
                 except Exception:
                     continue  # down or restarting; the controller hands us its new handle
-                delivered = st.get("stats", {}).get("delivered", 0)
+                delivered = (st.stats or {}).get("delivered", 0)
                 prev = self.base.get(sid)
                 if prev is None or prev[0] is not h or delivered < prev[1]:
                     # A new incarnation: its counter restarted from 0 (it may have run a while).

@@ -18,6 +18,7 @@ from zabray.wire import bespoke
 from zabray.wire import clientproto as cp
 from zabray.zk import ZkService
 from zabray.zk import messages as zm
+from zabray.zk.service import ServiceStatus
 
 if TYPE_CHECKING:
     from actors.clientport import ClientConn
@@ -151,7 +152,7 @@ class ZooKeeperService:
             self._conns.pop(cid, None)
             self._carry_out(self.svc.step(zm.ConnClosed(cid)))
 
-    def status(self) -> dict[str, Any] | None:
+    def status(self) -> ServiceStatus | None:
         return self.svc.status()
 
     def frame(self, action: zm.ServiceAction) -> cp.ZkRep | cp.ZkEvent:

@@ -79,7 +79,7 @@ def main() -> None:
         print(f"filled in {time.monotonic() - t0:.1f} s")
 
         def stats() -> dict[int, dict[str, int]]:
-            return {r.sid: r.raw.get("stats", {}) for r in ens.status()}
+            return {r.sid: r.stats for r in ens.status()}
 
         epoch = max(r.epoch for r in ens.status())
         done = False
@@ -112,7 +112,7 @@ def main() -> None:
             return st[victim].state == "FOLLOWING" and st[victim].applied == st[leader].applied
 
         took = _wait("the wiped replica", in_sync, 300)
-        snaps = next(r for r in ens.status() if r.sid == leader).raw["stats"].get("sent_SNAP", 0)
+        snaps = next(r for r in ens.status() if r.sid == leader).stats.get("sent_SNAP", 0)
         mine = stats()[victim]
         digests = ens._call("tree_digests")
         print(f"wiped replica {victim} back in sync in {took:.1f} s; the leader sent {snaps} SNAP frame(s), "

@@ -166,7 +166,7 @@ def run_zabray(in_flight: int, size: int, warmup: float) -> list[dict[str, Any]]
 
         def add() -> str:
             sid = ens.add_replica()
-            return f"replica {sid} added: version {ens.status()[0].raw.get('config_version', 0):x}"
+            return f"replica {sid} added: version {ens.status()[0].config_version or 0:x}"
 
         def remove_leader() -> str:
             lead = ens.wait_for_leader(60)

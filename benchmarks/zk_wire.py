@@ -45,7 +45,7 @@ def _print_ensemble_health(ens: Any, epoch0: int) -> None:
     """An election during the run would cost writes and fail some: say whether there was one,
     and how many snapshots the replicas took (encoded in slices, so none stalls a replica)."""
     st = ens.status()
-    stats = [r.raw.get("stats", {}) for r in st]
+    stats = [r.stats for r in st]
     print(f"zabray during the run: epoch {epoch0} -> {max(r.epoch for r in st)}, "
           f"replicas up {sum(r.alive for r in st)}/{len(st)}, snapshots "
           f"{sum(s.get('snapshots_encoded', 0) for s in stats)} "

@@ -77,10 +77,10 @@ def test_followers_log_why_they_went_looking(tmp_path: Path, caplog: pytest.LogC
         try:
             for s in servers.values():
                 s.set_peers({sid: tuple(i["quorum"]) for sid, i in infos.items()})
-            await until(lambda: any(s.status().get("established") for s in servers.values()), what="a leader", timeout=30)
-            leader = next(sid for sid, s in servers.items() if s.status().get("established"))
+            await until(lambda: any(s.status().established for s in servers.values()), what="a leader", timeout=30)
+            leader = next(sid for sid, s in servers.items() if s.status().established)
             await servers.pop(leader).stop()
-            await until(lambda: any(s.status().get("established") for s in servers.values()), what="a new leader", timeout=30)
+            await until(lambda: any(s.status().established for s in servers.values()), what="a new leader", timeout=30)
         finally:
             for s in servers.values():
                 await s.stop()

@@ -27,8 +27,8 @@ def test_status_never_fails_while_a_leader_is_being_elected(tmp_path: Path) -> N
                 s.set_peers({i["sid"]: tuple(i["quorum"]) for i in infos})
             while True:
                 statuses = [s.status() for s in servers]
-                seen.update(str(st["state"]) for st in statuses)
-                if any(st.get("established") for st in statuses):
+                seen.update(st.node.state.name if st.node else "STARTING" for st in statuses)
+                if any(st.established for st in statuses):
                     return
                 await asyncio.sleep(0)  # every loop turn: each step of the election
         finally:

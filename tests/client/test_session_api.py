@@ -250,7 +250,7 @@ def test_a_session_that_reads_no_replies_is_held_back_then_answered_in_order(zk)
     st = next(r for r in zk.status() if r.client is not None)
 
     def throttled() -> int:
-        return next(int(r.raw.get("stats", {}).get("client_throttled", 0)) for r in zk.status() if r.sid == st.sid)
+        return next(int(r.stats.get("client_throttled", 0)) for r in zk.status() if r.sid == st.sid)
 
     def rss_mb() -> int:
         status = Path(f"/proc/{st.pid}/status").read_text()

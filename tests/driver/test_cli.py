@@ -102,7 +102,7 @@ def test_cli_up_twice_status_faults_errors_down(tmp_path: Path) -> None:
             "(is the head's port right, and is `ray start --head` running?)"]
         st = json.loads(run("status", "--name", "cli", "--json", env=env).stdout)
         assert sorted(r["sid"] for r in st) == [1, 2, 3] and all(r["client"] and r["node_label"] for r in st)
-        assert [r["nice"] for r in st] == [0, 0, 0]  # servers, not nice-15 Ray workers
+        assert [r["report"]["nice"] for r in st] == [0, 0, 0]  # servers, not nice-15 Ray workers
         leader = next(r["sid"] for r in st if r["state"] == "LEADING")
         out = run("submit", "--name", "cli", "hello", "world", env=env).stdout.split()
         assert len(out) == 2 and out[0] < out[1]

@@ -27,14 +27,14 @@ def test_a_leader_is_elected_and_1000_values_commit_in_order_everywhere(start, r
     for sid, hist in ens.histories().items():
         assert hist[-1000:] == want, f"replica {sid} delivered something else"
     # A latency-bound server, not one of Ray's nice-15 workers (zabray.driver.rayhead.unniced_workers).
-    assert {s.sid: s.raw["nice"] for s in ens.status()} == {sid: 0 for sid in range(1, replicas + 1)}
+    assert {s.sid: s.report.nice if s.report else None for s in ens.status()} == {sid: 0 for sid in range(1, replicas + 1)}
 
 
 def test_killing_a_follower_mid_stream_does_not_interrupt_writes(shared3) -> None:
     ens = shared3
     leader = ens.wait_for_leader(30)
     follower = next(s.sid for s in ens.status() if s.sid != leader)
-    diffs = next(s.raw["stats"] for s in ens.status() if s.sid == leader).get("sent_DIFF", 0)
+    diffs = next(s.stats for s in ens.status() if s.sid == leader).get("sent_DIFF", 0)
     wl = Workload(ens, in_flight=50).start()
     wait_until(lambda: len(wl.result.records) > 300, what="writes flowing")
     ens.kill(follower)
@@ -46,7 +46,7 @@ def test_killing_a_follower_mid_stream_does_not_interrupt_writes(shared3) -> Non
     ens.restart(follower)
     wait_until(lambda: converged(ens), what="the restarted follower catching up")
     assert_no_loss(ens, result.acked)
-    leader_stats = next(s.raw["stats"] for s in ens.status() if s.sid == leader)
+    leader_stats = next(s.stats for s in ens.status() if s.sid == leader)
     assert leader_stats.get("sent_DIFF", 0) > diffs  # it came back by DIFF
 
 
@@ -128,7 +128,7 @@ def test_a_leader_partitioned_into_a_minority_steps_down_and_its_lone_proposals_
     lonely = {trace.digest(b"lonely %d" % i) for i in range(5)}
     for sid, h in hist.items():
         assert not lonely & {d for _, d in h}, f"replica {sid} delivered a proposal nobody acked"
-    stats = next(s.raw["stats"] for s in ens.status() if s.sid == new)
+    stats = next(s.stats for s in ens.status() if s.sid == new)
     assert stats.get("sent_TRUNC", 0) >= 1
     loop.stop()
 
@@ -152,7 +152,7 @@ def test_a_replica_behind_the_leaders_snapshot_is_rebuilt_by_snap(start) -> None
     assert len(acked) == 400, errors[:3]
     ens.restart(victim, fresh=True)
     wait_until(lambda: converged(ens), what="the wiped replica rebuilt")
-    stats = next(s.raw["stats"] for s in ens.status() if s.sid == ens.leader())
+    stats = next(s.stats for s in ens.status() if s.sid == ens.leader())
     assert stats.get("sent_SNAP", 0) >= 1
     ens.submit(b"after")
     wait_until(lambda: converged(ens), what="commits after SNAP")

@@ -141,7 +141,7 @@ def test_a_failed_fsync_stops_the_replica_and_the_quorum_goes_on(shared3) -> Non
     wait_until(lambda: len(wl.result.records) > 200, what="writes flowing")
     ens.disk_fault(follower, "fsync-fail")
     wait_until(lambda: died(ens, follower), timeout=30, what="the replica stopping")
-    assert "fdatasync failed" in (next(s for s in ens.status() if s.sid == follower).raw.get("fatal") or "")
+    assert "fdatasync failed" in (next(s for s in ens.status() if s.sid == follower).fatal or "")
     n = len(wl.result.records)
     wait_until(lambda: len(wl.result.records) > n + 300, timeout=30, what="the quorum committing on")
     result = wl.stop()
@@ -214,7 +214,7 @@ def test_a_schedule_that_wipes_the_leader_then_a_follower_loses_nothing(start) -
     healthy_after(ens, result)  # every acknowledged write on every replica, the wiped ones rebuilt
     assert [(e["fault"], e["role"]) for e in prog["log"]] == [("wipe", "leader"), ("wipe", "follower")]
     assert {r["fault"] for r in fault_rows(ens.info["run_dir"])} >= {"kill", "restart-fresh"}
-    assert not any(s.raw.get("rejoining") for s in ens.status())
+    assert not any(s.rejoining for s in ens.status())
     with pytest.raises(ConfigError, match="wipe takes one replica"):
         schedule.parse({"script": [{"fault": "wipe", "target": "minority"}]})
 

@@ -24,16 +24,17 @@ def test_replica_metrics_in_status_and_prometheus(start) -> None:  # noqa: F811
         for i in range(30):
             s.set("/m", b"%d" % i)
         s.exists("/m", watch=lambda ev: None)  # one-shot: it stays registered while /m is left alone
-        wait_until(lambda: all(r.raw["metrics"]["commits"] >= 32 for r in ens.status()), 60, "commits on all")
-        rows = ens.status()
-        for r in rows:
-            m = r.raw["metrics"]
-            assert m["fsync"]["count"] > 0 and m["fsync"]["sum_s"] > 0
-            assert sum(m["fsync"]["buckets"].values()) == m["fsync"]["count"]
-            assert m["elections"] >= 1 and m["election"]["count"] == m["elections"]
-            assert m["sessions"] == 1 and m["znodes"] >= 2 and m["disk_bytes"] > 0
-            assert m["proposals_outstanding"] >= 0
-        assert sum(r.raw["metrics"]["watches"] for r in rows) == 1  # on the replica the session uses
+        wait_until(lambda: all(r.metrics is not None and r.metrics.commits >= 32 for r in ens.status()), 60,
+                   "commits on all")
+        ms = [r.metrics for r in ens.status()]
+        for m in ms:
+            assert m is not None
+            assert m.fsync.count > 0 and m.fsync.sum_s > 0
+            assert sum(n for _, n in m.fsync.buckets) == m.fsync.count
+            assert m.elections >= 1 and m.election.count == m.elections
+            assert m.sessions == 1 and m.znodes >= 2 and m.disk_bytes > 0
+            assert m.proposals_outstanding >= 0
+        assert sum(m.watches for m in ms if m is not None) == 1  # on the replica the session uses
     finally:
         s.close()
 

@@ -48,7 +48,7 @@ def test_one_replica_per_node_and_a_restart_returns_to_its_node(cluster, tmp_pat
         ens.wait_for_leader(60)
         nodes = {s.sid: s.node for s in ens.status()}
         assert len(set(nodes.values())) == 3, nodes
-        assert [s.raw["nice"] for s in ens.status()] == [0, 0, 0]
+        assert [s.report.nice if s.report else None for s in ens.status()] == [0, 0, 0]
         ens.submit_many([b"x"] * 50)
         # Prefer a replica that does not share the controller's (head) node.
         sid = next(s for s in sorted(nodes) if nodes[s] != c.head_node.node_id)

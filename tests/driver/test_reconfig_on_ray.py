@@ -17,8 +17,7 @@ pytestmark = pytest.mark.ray
 
 
 def _configs(ens) -> set[tuple[int, tuple[int, ...], tuple[int, ...]]]:  # type: ignore[no-untyped-def]
-    return {(int(s.raw.get("config_version") or 0), tuple(s.raw.get("voters") or ()), tuple(s.raw.get("observers") or ()))
-            for s in ens.status() if s.alive and not s.stale}
+    return {(s.config_version or 0, s.voters, s.observers) for s in ens.status() if s.alive and not s.stale}
 
 
 def test_grow_3_to_5_and_shrink_back_under_a_write_load_loses_nothing(start) -> None:  # type: ignore[no-untyped-def]

@@ -17,6 +17,7 @@ import msgpack
 import pytest
 
 from actors.replica import ReplicaServer
+from actors.status import ReplicaStatus
 from tests.driver.conftest import assert_no_loss, converged, wait_until
 from zabray.driver.workload import Workload
 from zabray.net.keyfiles import new_secret
@@ -25,6 +26,7 @@ from zabray.protocol.events import ChannelId
 from zabray.protocol.messages import NewLeader, Notification, Ping, Proposal, Trunc, Txn
 from zabray.protocol.zxid import Zxid
 from zabray.wire.auth import PEER, AuthFailed, Connector, Secret, _mac, _pack
+from zabray.wire.clientproto import StatusRep
 from zabray.wire.framing import KIND_CHANNEL, KIND_ELECTION, FrameDecoder, Handshake, frame
 
 pytestmark = pytest.mark.ray
@@ -74,8 +76,8 @@ def rogue(addr: tuple[str, int], handshake: bytes, zab: list[Any], secret: Secre
         return closed(s)
 
 
-def snapshot(ens: Any) -> dict[int, dict[str, Any]]:
-    return {s.sid: s.raw for s in ens.status()}
+def snapshot(ens: Any) -> dict[int, ReplicaStatus]:
+    return {s.sid: s for s in ens.status()}
 
 
 def test_rogue_zab_frames_on_election_and_peer_ports_change_nothing(start) -> None:
@@ -109,10 +111,10 @@ def test_rogue_zab_frames_on_election_and_peer_ports_change_nothing(start) -> No
     after = snapshot(ens)
     assert ens.leader() == leader
     for sid in before:
-        assert after[sid]["current_epoch"] == before[sid]["current_epoch"], f"replica {sid}'s epoch moved"
-        assert after[sid]["transport"]["channels_replaced"] == before[sid]["transport"]["channels_replaced"]
-        assert after[sid]["transport"]["auth_failures"] >= before[sid]["transport"]["auth_failures"] + 6
-    assert after[leader]["transport"]["auth_failures"] >= before[leader]["transport"]["auth_failures"] + 84
+        assert after[sid].epoch == before[sid].epoch, f"replica {sid}'s epoch moved"
+        assert after[sid].transport["channels_replaced"] == before[sid].transport["channels_replaced"]
+        assert after[sid].transport["auth_failures"] >= before[sid].transport["auth_failures"] + 6
+    assert after[leader].transport["auth_failures"] >= before[leader].transport["auth_failures"] + 84
     assert r.count("unknown") == 0 and r.count("failed") == 0, "the workload saw failures"
     wait_until(lambda: converged(ens), what="convergence")
     hist_after = ens.histories()
@@ -146,12 +148,12 @@ def test_a_replica_with_another_secret_cannot_join_and_the_real_one_rejoins_from
         addrs = {s: tuple(i["quorum"]) for s, i in ens.info["replicas"].items() if s != victim}
         addrs[victim] = tuple(info["quorum"])
         loop.call_soon_threadsafe(imp.set_peers, addrs)
-        base = {s.sid: s.raw["transport"]["auth_failures"] for s in ens.status() if s.alive}
+        base = {s.sid: s.transport["auth_failures"] for s in ens.status() if s.alive}
         for v in [b"c", b"d"]:
             acked[int(ens.submit(v))] = trace.digest(v)
         wait_until(lambda: imp.transport is not None and imp.transport.stats["auth_failures"] >= 2,
                    what="the impostor's attempts being refused")
-        wait_until(lambda: all(s.raw["transport"]["auth_failures"] > base[s.sid] for s in ens.status() if s.alive),
+        wait_until(lambda: all(s.transport["auth_failures"] > base[s.sid] for s in ens.status() if s.alive),
                    what="the members refusing the impostor")
         assert imp.node is not None and imp.node.state.name == "LOOKING" and int(imp.node.applied) == 0
     finally:
@@ -173,7 +175,7 @@ def test_the_broadcast_port_needs_the_secret_but_zookeeper_sessions_do_not(start
     addrs = {s: tuple(a) for s, a in ens.info["clients"].items()}
     loop = LoopThread()
     try:
-        async def status_with(secret: Secret | None) -> dict[str, Any]:
+        async def status_with(secret: Secret | None) -> StatusRep:
             host, port = addrs[1]
             conn = await ReplicaConnection.open(1, host, port, ens.name, secret=secret)
             try:
@@ -181,7 +183,7 @@ def test_the_broadcast_port_needs_the_secret_but_zookeeper_sessions_do_not(start
             finally:
                 conn.close()
 
-        assert loop.run(status_with(ens._secret), 30)["sid"] == 1
+        assert loop.run(status_with(ens._secret), 30).sid == 1
         with pytest.raises(AuthenticationError, match="did not prove"):
             loop.run(status_with(new_secret()), 30)
         with pytest.raises(ConnectionError):  # no proof at all: the request drops the connection
@@ -193,7 +195,7 @@ def test_the_broadcast_port_needs_the_secret_but_zookeeper_sessions_do_not(start
     finally:
         loop.stop()
     st = snapshot(ens)
-    assert st[1]["stats"]["client_auth_failures"] >= 2
+    assert st[1].stats["client_auth_failures"] >= 2
     # A ZooKeeper session needs no secret (ZooKeeper's own rules govern it).
     s = ens.session(timeout=5)
     try:
@@ -213,7 +215,7 @@ def test_the_secret_from_secret_file_is_used_and_never_shows(start, tmp_path) ->
     ens.submit_many([b"v"] * 10)
     assert ens._secret == read_secret(path)
     key = ens._secret.key
-    texts = [json.dumps([s.raw for s in ens.status()], default=str), repr(ens.info), repr(ens._secret)]
+    texts = [json.dumps([s.to_json() for s in ens.status()]), repr(ens.info), repr(ens._secret)]
     run_dir = Path(ens.info["run_dir"])
     blobs = [p.read_bytes() for p in run_dir.rglob("*") if p.is_file()]
     assert blobs, "the run directory holds traces"

@@ -44,7 +44,7 @@ def test_clients_on_their_own_node_and_a_lost_node_is_marked(cluster: Any, tmp_p
             # Some load first (the run lasts 4.5 s): a few hundred writes committed.
             wait_until(lambda: max(int(s.applied) & 0xFFFFFFFF for s in ens.status()) >= 200, 4, "some load first")
             leader = ens.leader()
-            by_node = {s.raw.get("node"): s.sid for s in ens.status()}
+            by_node = {s.node: s.sid for s in ens.status()}
             victim = next(w for w in workers if w.node_id in by_node and by_node[w.node_id] != leader)
             removed.update(node=victim.node_id, sid=by_node[victim.node_id])
             c.remove_node(victim)

@@ -49,7 +49,7 @@ def _ports(ens: Ensemble) -> list[int]:
 
 
 def _bad_frames(ens: Ensemble) -> int:
-    return sum(int(r.raw.get("stats", {}).get("bad_zk_frames", 0)) for r in ens.status())
+    return sum(int(r.stats.get("bad_zk_frames", 0)) for r in ens.status())
 
 
 def _closed_by_server(s: socket.socket, timeout: float = 30) -> bytes:
@@ -183,7 +183,7 @@ def test_hostile_bytes_close_only_their_connection(ens: Ensemble) -> None:
 
 
 def _stat(ens: Ensemble, sid: int, key: str) -> int:
-    return next(int(r.raw.get("stats", {}).get(key, 0)) for r in ens.status() if r.sid == sid)
+    return next(int(r.stats.get(key, 0)) for r in ens.status() if r.sid == sid)
 
 
 def _flood(ens: Ensemble, sid: int, requests: list[bytes]) -> tuple[socket.socket, int]:

@@ -102,16 +102,14 @@ def up(args: argparse.Namespace) -> int:
 def status(args: argparse.Namespace) -> int:
     rows = common.connect(args).status()
     if args.json:
-        print(json.dumps([r.raw for r in rows], indent=2, default=str))
+        print(json.dumps([r.to_json() for r in rows], indent=2))
         return 0
     print(f"{'sid':>3} {'state':<10} {'phase':<16} {'epoch':>6} {'last zxid':>12} {'delivered':>12} "
           f"{'inc':>3} {'pid':>7}  {'client':<21} {'zookeeper':<21} node")
     for r in rows:
         mark = "~" if r.stale else ""
         blank = "?" if r.stale else "-"  # a replica that does not answer: its disk, or unknown
-        epoch = f"{r.epoch}{mark}" if r.raw.get("current_epoch") is not None else blank
-        last = f"{r.last_zxid}{mark}" if r.raw.get("last_zxid") is not None else blank
-        applied = f"{r.applied}{mark}" if r.raw.get("applied") is not None else blank
+        epoch, last, applied = (f"{v}{mark}" if r.known else blank for v in (r.epoch, r.last_zxid, r.applied))
         client = f"{r.client[0]}:{r.client[1]}" if r.client else "-"
         zk = f"{r.zk_client[0]}:{r.zk_client[1]}" if r.zk_client else "-"
         print(f"{r.sid:>3} {r.state + ('*' if r.observer else ''):<10} {r.phase or '-':<16} {epoch:>6} "
@@ -119,21 +117,21 @@ def status(args: argparse.Namespace) -> int:
               f"{r.pid or '-':>7}  {client:<21} {zk:<21} {r.node_label or (r.node or '-')[:12]}")
     if any(r.observer for r in rows):
         print("* observer")
-    live = [r for r in rows if not r.stale and r.raw.get("config_version") is not None]
+    live = [r for r in rows if r.config_version is not None]
     if live:
-        top = max(live, key=lambda r: int(r.raw["config_version"] or 0))
-        version = int(top.raw["config_version"] or 0)
-        voters = ",".join(map(str, top.raw.get("voters") or [])) or "-"
-        observers = ",".join(map(str, top.raw.get("observers") or [])) or "-"
+        top = max(live, key=lambda r: r.config_version or 0)
+        version = top.config_version or 0
+        voters = ",".join(map(str, top.voters)) or "-"
+        observers = ",".join(map(str, top.observers)) or "-"
         print(f"configuration version {version:x}: voters {voters}; observers {observers}"
               + ("" if version else " (the static one: no reconfiguration committed)"))
-    if any(r.stale and r.raw.get("last_zxid") is not None for r in rows):
+    if any(r.stale and r.known for r in rows):
         print("~ read from the disk of a replica that is down or paused, as `zabray inspect` reads it "
               "(delivered: what it knows committed)")
     for r in rows:
-        if r.stale and r.raw.get("last_zxid") is None:
-            print(f"? replica {r.sid}: {str(r.raw.get('disk') or 'unknown').removeprefix('unknown: ')}")
-    lost = [r.sid for r in rows if r.raw.get("lost")]
+        if r.unknown is not None:
+            print(f"? replica {r.sid}: {r.unknown}")
+    lost = [r.sid for r in rows if r.lost]
     if lost:
         print(f"lost with their host, back when it is: replica(s) {', '.join(map(str, lost))}")
     return 0 if any(r.established_leader for r in rows) else 1

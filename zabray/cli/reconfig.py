@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from zabray.cli import common
 from zabray.errors import ConfigError, ReconfigError
+
+if TYPE_CHECKING:
+    from zabray.driver.ensemble import Ensemble
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -78,11 +82,11 @@ def reconfig(args: argparse.Namespace) -> int:
     return 0
 
 
-def _config_in_force(ens: object) -> tuple[int, str]:
+def _config_in_force(ens: Ensemble) -> tuple[int, str]:
     """The newest configuration any running replica has in force."""
     best: tuple[int, str] = (-1, "")
-    for r in ens.status():  # type: ignore[attr-defined]
-        v = int(r.raw.get("config_version") or 0)
-        if not r.stale and v > best[0]:
-            best = (v, str(r.raw.get("config") or ""))
+    for r in ens.status():
+        v = r.config_version or 0
+        if r.report is not None and v > best[0]:
+            best = (v, r.report.config)
     return best[0], best[1] if best[0] > 0 else ""

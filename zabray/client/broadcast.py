@@ -165,9 +165,9 @@ class ReplicaConnection(BatchingProtocol):
                 fut.set_exception(TimeoutError())
         self._sweep_at = loop.call_later(SWEEP_S, self._sweep) if dl else None
 
-    async def status(self) -> dict[str, Any]:
-        rep = await self.request(lambda rid: cp.StatusReq(rid))
-        return rep.status
+    async def status(self) -> cp.StatusRep:
+        rep: cp.StatusRep = await self.request(lambda rid: cp.StatusReq(rid))
+        return rep
 
     def close(self) -> None:
         self._fail("closed")
@@ -234,7 +234,7 @@ class EnsembleClient:
         return c
 
     async def find_leader(self, timeout: float = 2.0) -> int | None:
-        async def ask(sid: int) -> dict[str, Any] | None:
+        async def ask(sid: int) -> cp.StatusRep | None:
             try:
                 c = await self._conn(sid)
                 return await asyncio.wait_for(c.status(), timeout)
@@ -244,8 +244,8 @@ class EnsembleClient:
         answers = await asyncio.gather(*(ask(s) for s in sorted(self.addresses)))
         best: tuple[int, int] | None = None
         for st in answers:
-            if st and st.get("state") == "LEADING" and st.get("established"):
-                key = (int(st["current_epoch"]), int(st["sid"]))
+            if st is not None and st.state == "LEADING" and st.established:
+                key = (st.epoch, st.sid)
                 best = max(best, key) if best else key
         self.leader = best[1] if best else None
         return self.leader

@@ -12,11 +12,11 @@ import asyncio
 import logging
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from actors.names import NAMESPACE, controller_name, ensemble_of, injector_name
+from actors.status import ReplicaStatus
 from zabray import yamlfile
 from zabray.client.broadcast import EnsembleClient, LoopThread, as_value
 from zabray.config import EnsembleConfig
@@ -66,56 +66,6 @@ def ensemble_secret(cfg: EnsembleConfig) -> Any:
     if not cfg.auth:
         return None
     return read_secret(cfg.secret_file) if cfg.secret_file else new_secret()
-
-
-@dataclass(frozen=True)
-class ReplicaStatus:
-    sid: int
-    state: str
-    alive: bool
-    observer: bool
-    epoch: int
-    last_zxid: Zxid
-    applied: Zxid
-    leader: int
-    node: str | None
-    pid: int | None
-    incarnation: int | None
-    phase: str | None
-    raw: dict[str, Any]
-    stale: bool = False
-    """True for a DOWN or PAUSED replica: epoch and zxids are the last it reported while running."""
-    client: tuple[str, int] | None = None
-    node_label: str | None = None
-    zk_client: tuple[str, int] | None = None
-    """ZooKeeper's client port (``service: zookeeper`` only): what kazoo and zkCli.sh dial."""
-    zk_secure_client: tuple[str, int] | None = None
-    """The TLS ZooKeeper client port (``zk_secure_client_port``), if any."""
-
-    @classmethod
-    def of(cls, d: dict[str, Any]) -> ReplicaStatus:
-        return cls(
-            sid=int(d["sid"]), state=str(d.get("state", "DOWN")), alive=bool(d.get("alive")),
-            observer=bool(d.get("observer")), epoch=int(d.get("current_epoch", 0) or 0),
-            last_zxid=Zxid(int(d.get("last_zxid", 0) or 0)), applied=Zxid(int(d.get("applied", 0) or 0)),
-            leader=int(d.get("leader", -1) if d.get("leader") is not None else -1), node=d.get("node"),
-            pid=d.get("pid"), incarnation=d.get("incarnation"), phase=d.get("phase"), raw=d,
-            stale=bool(d.get("stale")), client=(str(d["client"][0]), int(d["client"][1])) if d.get("client") else None,
-            node_label=d.get("node_label"),
-            zk_client=(str(d["zk_client"][0]), int(d["zk_client"][1])) if d.get("zk_client") else None,
-            zk_secure_client=(str(d["zk_secure_client"][0]), int(d["zk_secure_client"][1]))
-            if d.get("zk_secure_client") else None,
-        )
-
-    @property
-    def crash_points(self) -> list[tuple[str, int]]:
-        """The crash points armed on a running replica: (point, passes left before it fires)."""
-        armed = (self.raw.get("faults") or {}).get("crash_points") or []
-        return [(str(c["point"]), int(c["remaining"])) for c in armed]
-
-    @property
-    def established_leader(self) -> bool:
-        return self.alive and self.state == "LEADING" and bool(self.raw.get("established"))
 
 
 def running_ensembles() -> list[str]:
@@ -253,7 +203,8 @@ class Ensemble(HoldControl):
 
     def status(self) -> list[ReplicaStatus]:
         """Per replica: sid, role/state, epoch, last zxid, last delivered zxid, node, pid, alive."""
-        return [ReplicaStatus.of(d) for d in self._call("status")]
+        got: list[ReplicaStatus] = self._call("status")
+        return got
 
     def connect_string(self, secure: bool = False) -> str:
         """``host:port,...`` of every replica's ZooKeeper client port, voters and observers, in

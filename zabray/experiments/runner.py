@@ -85,8 +85,8 @@ def _replica_cpu(ens: Ensemble, probes: dict[str, Any]) -> dict[int, float]:
 
     by_node: dict[str, dict[int, int]] = {}
     for s in ens.status():
-        if s.alive and s.pid and s.raw.get("node") in probes:
-            by_node.setdefault(str(s.raw["node"]), {})[int(s.pid)] = s.sid
+        if s.alive and s.pid and s.node in probes:
+            by_node.setdefault(str(s.node), {})[int(s.pid)] = s.sid
     refs = {node: probes[node].cpu.remote(list(pids)) for node, pids in by_node.items()}
     out: dict[int, float] = {}
     for node, ref in refs.items():
@@ -107,7 +107,7 @@ class _Pool:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         self.ens = ens
-        replica_nodes = {str(s.raw.get("node")) for s in ens.status()}
+        replica_nodes = {str(s.node) for s in ens.status()}
         self.probes: dict[str, Any] = {node: ray.remote(CpuProbe).options(
             num_cpus=0, max_concurrency=10, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
         ).remote() for node in replica_nodes}
@@ -422,18 +422,18 @@ def run(exp: Experiment | str | os.PathLike[str] | dict[str, Any], *, address: s
             pool = _Pool(ens, exp, max(p.clients for p in points))
             for s in ens.status():
                 placement.append({"voters": voters, "observers": observers, "role": "observer" if s.observer
-                                  else "voter", "id": s.sid, "node": s.raw.get("node"), "pid": s.pid})
+                                  else "voter", "id": s.sid, "node": s.node, "pid": s.pid})
             for w in pool.where:
                 placement.append({"voters": voters, "observers": observers, "role": "client", "id": w["index"],
                                   "node": w["node"], "pid": w["pid"]})
             log.info("placement: %d replicas on %d nodes, %d clients on %s", voters + observers,
-                     len({s.raw.get('node') for s in ens.status()}), len(pool.actors),
+                     len({s.node for s in ens.status()}), len(pool.actors),
                      sorted({w['node'][:8] for w in pool.where}))
             for point in points:
                 for rep in range(exp.repetitions):
                     watch: dict[str, set[int]] = {}
                     for s in ens.status():
-                        watch.setdefault(str(s.raw.get("node")), set()).add(s.sid)
+                        watch.setdefault(str(s.node), set()).add(s.sid)
                     ens.wait_for_leader(120)
                     row, ops, rec = _run_point(pool, ens, exp, point, rep, progress, watch, at_start,
                                                actor_bars)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, assert_never
 
 from zabray.errors import NotMemberError, ProtocolError
@@ -72,6 +73,7 @@ from zabray.protocol.learner import Learner
 from zabray.protocol.membership import Membership
 from zabray.protocol.messages import Notification, PeerState
 from zabray.protocol.protocol_config import ProtocolConfig
+from zabray.protocol.role import Phase
 from zabray.protocol.statemachine import SnapshotImage, SnapshotRestore, StateMachine, ValueLog
 from zabray.protocol.zxid import Zxid
 from zabray.trace import records as trace
@@ -80,6 +82,31 @@ if TYPE_CHECKING:
     from zabray.protocol.durable import DurableState
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStatus:
+    """Where a replica's protocol stands: what ``zabray status`` shows of a running replica."""
+
+    state: PeerState
+    leader: int
+    """The leader it follows or is; -1 while it knows none."""
+    accepted_epoch: int
+    current_epoch: int
+    last_zxid: Zxid
+    """The last txn in its log."""
+    applied: Zxid
+    """The last txn it delivered."""
+    iteration: int
+    incarnation: int
+    phase: Phase
+    rejoining: bool
+    """Wiped and not yet rebuilt from the leader: it votes for no one until it is."""
+    config_version: int
+    voters: tuple[int, ...]
+    observers: tuple[int, ...]
+    left: bool
+    """A reconfiguration removed it."""
 
 
 class Node:
@@ -461,21 +488,11 @@ class Node:
     def last_zxid(self) -> Zxid:
         return self.history.last
 
-    def status(self) -> dict[str, object]:
-        return {
-            "sid": self.sid,
-            "state": self.state.name,
-            "leader": self.leader_sid,
-            "accepted_epoch": self.accepted_epoch,
-            "current_epoch": self.current_epoch,
-            "last_zxid": int(self.history.last),
-            "applied": int(self.applied),
-            "iteration": self.iteration,
-            "incarnation": self.incarnation,
-            "phase": self.role.phase.value + (" (rejoining)" if self.rejoining else ""),
-            "rejoining": self.rejoining,
-            "config_version": self.configs.active.version,
-            "voters": sorted(self.configs.active.voters),
-            "observers": sorted(self.configs.active.observers),
-            "left": self.left,
-        }
+    def status(self) -> NodeStatus:
+        active = self.configs.active
+        return NodeStatus(
+            state=self.state, leader=self.leader_sid,
+            accepted_epoch=self.accepted_epoch, current_epoch=self.current_epoch, last_zxid=self.history.last,
+            applied=self.applied, iteration=self.iteration, incarnation=self.incarnation, phase=self.role.phase,
+            rejoining=self.rejoining, config_version=active.version, voters=tuple(sorted(active.voters)),
+            observers=tuple(sorted(active.observers)), left=self.left)

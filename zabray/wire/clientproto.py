@@ -5,7 +5,9 @@ connection naming another ensemble, or sending anything malformed, is dropped.
 
 Requests:  ``["SUBMIT", rid, value]``, ``["STATUS", rid]``.
 Replies:   ``["COMMITTED", rid, zxid]``, ``["FAILED", rid, reason, uncertain]``,
-           ``["STATUS", rid, {...}]``.
+           ``["STATUS", rid, sid, state, established, epoch]`` (what a client needs to find the
+           leader: the replica's id, its state's name, whether it leads an established
+           epoch, its current epoch).
 
 ZooKeeper service (only on a ``service: zookeeper`` ensemble, see ``zabray.zk``):
 request ``["ZK", rid, op, args]``; replies ``["ZREPLY", rid, zxid, error, value]`` (error is
@@ -80,7 +82,12 @@ class FailedRep:
 @dataclass(frozen=True, slots=True)
 class StatusRep:
     rid: int
-    status: dict[str, Any]
+    sid: int
+    state: str
+    """LOOKING, FOLLOWING, LEADING, OBSERVING, or STARTING."""
+    established: bool
+    """A leader that a quorum acknowledged: it takes writes."""
+    epoch: int
 
 
 def handshake(ensemble: str) -> bytes:
@@ -127,7 +134,7 @@ def encode(msg: Any) -> bytes:
     elif t is ZkEvent:
         obj = ["ZEVENT", msg.kind, msg.args]
     else:
-        obj = ["STATUS", msg.rid, msg.status]
+        obj = ["STATUS", msg.rid, msg.sid, msg.state, msg.established, msg.epoch]
     return msgpack.packb(obj, use_bin_type=True)
 
 
@@ -154,8 +161,9 @@ def decode_reply(payload: bytes) -> CommittedRep | FailedRep | StatusRep | ZkRep
             return CommittedRep(_rid(obj[1]), obj[2])
         if obj[0] == "FAILED" and len(obj) == 4 and type(obj[2]) is str and type(obj[3]) is bool:
             return FailedRep(_rid(obj[1]), obj[2], obj[3])
-        if obj[0] == "STATUS" and len(obj) == 3 and type(obj[2]) is dict:
-            return StatusRep(_rid(obj[1]), obj[2])
+        if (obj[0] == "STATUS" and len(obj) == 6 and type(obj[2]) is int and type(obj[3]) is str
+                and type(obj[4]) is bool and type(obj[5]) is int):
+            return StatusRep(_rid(obj[1]), obj[2], obj[3], obj[4], obj[5])
     raise CodecError("malformed client reply")
 
 

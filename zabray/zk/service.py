@@ -16,6 +16,7 @@ READ the znode (ZooKeeper 3.8's rule; the watch is used up either way). One-shot
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from zabray.tree import AuthFailedError, DataTree, OpCode, Result, ZooKeeperError, authenticate
@@ -83,6 +84,25 @@ _READS = (GetData, Exists, GetChildren, GetACL, GetAllChildrenNumber, GetEphemer
 _TREE_READS = (GetData, Exists, GetChildren, GetACL, GetAllChildrenNumber, GetEphemerals, MultiRead, WhoAmI)
 _WATCH_OPS = (AddWatch, CheckWatches, RemoveWatches)
 
+@dataclass(frozen=True, slots=True)
+class ServiceStatus:
+    """The ZooKeeper service's counters on one replica, none of which walks the tree."""
+
+    last_zxid: int
+    znodes: int
+    sessions: int
+    """Global sessions the tree knows (on every replica)."""
+    connected: int
+    """Sessions connected to this replica."""
+    tracking: int | None
+    """Sessions the leader tracks (None on a learner)."""
+    read_only: bool
+    """Cut off from its quorum and serving read-only sessions."""
+    local_sessions: int
+    counters: dict[str, int]
+    """Requests, sessions created and expired, refusals: by name, from 0 at its start."""
+
+
 class ZkService(Sessions):
     """One replica's ZooKeeper service. ``step(event)`` returns the actions to carry out, in order.
 
@@ -136,13 +156,13 @@ class ZkService(Sessions):
         out, self._out = self._out, []
         return out
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> ServiceStatus:
         """Counters only, nothing that walks the tree: status is polled (the driver, the snapshot
         actor, ``zabray status``) and runs on the replica's loop. ``tree.digest()`` walks it."""
-        return {"last_zxid": self.tree.last_zxid, "znodes": len(self.tree),
-                "sessions": len(self.tree.sessions()), "connected": len(self.by_session),
-                "tracking": None if self.tracker is None else len(self.tracker),
-                "read_only": self.ro.serving, "local_sessions": len(self.ro.local), **self.stats}
+        return ServiceStatus(
+            last_zxid=self.tree.last_zxid, znodes=len(self.tree), sessions=len(self.tree.sessions()),
+            connected=len(self.by_session), tracking=None if self.tracker is None else len(self.tracker),
+            read_only=self.ro.serving, local_sessions=len(self.ro.local), counters=dict(self.stats))
 
     @property
     def read_only_serving(self) -> bool:
