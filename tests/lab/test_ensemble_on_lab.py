@@ -123,7 +123,7 @@ def test_a_follower_cut_off_past_its_nodes_death_comes_back_by_itself(ops: Ops) 
     lab.cut(host)
     # Ray declares the cut host's node dead (its health checks fail): the replica is lost with it.
     lost = wait_until(lambda: (st := ops.status()) and st[sid].get("lost") and st[sid], 120, f"replica {sid} lost")
-    assert lost["state"] == "DOWN" and lost["last_zxid"] is None  # unknown: its disk is out of reach
+    assert lost["state"] == "DOWN" and not lost["known"]  # unknown: its disk is out of reach
     t = time.time()
     wait_until(lambda: ops.acked_since(t), 60, "writes acknowledged by the two others")
     lab.heal()
