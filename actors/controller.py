@@ -283,9 +283,9 @@ class EnsembleController(HostWatch):
             info = self.info.get(sid, {})
             base = ReplicaStatus(
                 sid, "DOWN", alive=False, observer=sid in self.observers, node=self.node_of.get(sid),
-                pid=info.get("pid"), incarnation=info.get("incarnation"), stale=True, client=info.get("client"),
-                node_label=self._node_label(sid), home=self.home.get(sid), zk_client=info.get("zk_client"),
-                zk_secure_client=info.get("zk_secure_client"), paused=sid in self.paused, lost=sid in self.lost)
+                pid=info.get("pid"), incarnation=info.get("incarnation"), stale=True, client=_addr(info.get("client")),
+                node_label=self._node_label(sid), home=self.home.get(sid), zk_client=_addr(info.get("zk_client")),
+                zk_secure_client=_addr(info.get("zk_secure_client")), paused=sid in self.paused, lost=sid in self.lost)
             # A replica that does not answer is shown with what its disk holds, read on its host
             # (as `zabray inspect` reads it), or with nothing: never with what it said before.
             h = self.handles.get(sid)
@@ -566,3 +566,8 @@ async def _name_freed(name: str, timeout: float = 10.0) -> None:
             return
         await asyncio.sleep(0.05)
     log.warning("actor %s still known to Ray %.0f s after it was killed: starting it again may fail", name, timeout)
+
+
+def _addr(a: Any) -> tuple[str, int] | None:
+    """A (host, port) as the replica's start reported it (a list, once through the checkpoint)."""
+    return (str(a[0]), int(a[1])) if a else None
