@@ -64,11 +64,6 @@ class ReplicaReport:
     metrics: MetricsView | None = None
     faults: FaultsView | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        """Every field as plain JSON values (what a client's status request gets)."""
-        out: dict[str, Any] = _plain(self)
-        return out
-
 
 @dataclass(frozen=True, slots=True)
 class ReplicaStatus:

@@ -12,6 +12,7 @@ import pytest
 from tests.driver.conftest import assert_no_loss, converged, wait_until
 from zabray.errors import CodecError
 from zabray.trace import records as trace
+from zabray.wire import clientproto as cp
 from zabray.wire.framing import DEFAULT_MAX_FRAME, frame
 
 pytestmark = pytest.mark.ray
@@ -40,7 +41,7 @@ ATTACKS = {
     "huge length": struct.pack(">II", 2**31, 0) + b"abc",
     "wrong ensemble": frame(msgpack.packb(["zabray", 1, "someone-else", 2, 1])),
     "old iteration": frame(msgpack.packb(["zabray", 1, "ENSEMBLE", 2, 0, 2, 1, 0, 0])),
-    "client wrong ensemble": frame(msgpack.packb(["zabray-client", 1, "someone-else"])),
+    "client wrong ensemble": frame(msgpack.packb(["zabray-client", cp.VERSION, "someone-else"])),
 }
 
 
@@ -57,8 +58,6 @@ def test_hostile_frames_drop_only_their_connection_and_lose_nothing(start) -> No
             assert blast(quorum, payload), f"replica {sid} kept a quorum connection after {name}"
             assert blast(client, payload), f"replica {sid} kept a client connection after {name}"
         # A well-framed client request with a malformed body is dropped too.
-        from zabray.wire import clientproto as cp
-
         hello = frame(cp.handshake(ens.name))
         assert blast(client, hello + frame(msgpack.packb(["SUBMIT", -1, "not bytes"])))
     # A value too large for one frame is refused before it is sent; the client goes on.

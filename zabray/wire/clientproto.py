@@ -1,6 +1,6 @@
 """The client port's wire protocol: CRC-checked frames (``zabray.wire.framing``) of msgpack arrays.
 
-The first frame on a connection is the handshake ``["zabray-client", 1, ensemble]``; a
+The first frame on a connection is the handshake ``["zabray-client", 2, ensemble]``; a
 connection naming another ensemble, or sending anything malformed, is dropped.
 
 Requests:  ``["SUBMIT", rid, value]``, ``["STATUS", rid]``.
@@ -26,7 +26,8 @@ from zabray.errors import CodecError
 from zabray.fastinit import fast_inits
 
 MAGIC = "zabray-client"
-VERSION = 1
+VERSION = 2
+"""2: the STATUS reply is a fixed record (sid, state, established, epoch), no longer a map."""
 
 
 @dataclass(frozen=True, slots=True)
