@@ -35,12 +35,12 @@ def test_bad_points_are_config_errors(bad: object, msg: str) -> None:
 
 def test_the_first_point_to_reach_its_nth_pass_fires() -> None:
     f = ReplicaFaults([("recv:TRUNC", 1), ("recv:PROPOSAL", 3)])
-    assert f.armed() == [{"point": "recv:TRUNC", "remaining": 1}, {"point": "recv:PROPOSAL", "remaining": 3}]
+    assert f.armed() == (("recv:TRUNC", 1), ("recv:PROPOSAL", 3))
     assert not f.hit("recv:PROPOSAL", "broadcast") and not f.hit("recv:COMMIT", "broadcast")
     assert not f.hit("recv:PROPOSAL", "broadcast")
-    assert f.describe()["armed"] == "recv:TRUNC (in 1), recv:PROPOSAL (in 1)"
+    assert f.describe().crash_points == (("recv:TRUNC", 1), ("recv:PROPOSAL", 1))
     assert f.hit("recv:PROPOSAL", "broadcast")
-    assert f.crash is None and f.armed() == []  # the process dies: nothing stays armed
+    assert f.crash is None and f.armed() == ()  # the process dies: nothing stays armed
 
 
 def test_a_phase_narrows_a_point_and_arming_replaces() -> None:
@@ -49,7 +49,7 @@ def test_a_phase_narrows_a_point_and_arming_replaces() -> None:
     f.arm_all([("recv:DIFF@synchronization", 1), ("recv:PING", 2)])
     assert not f.hit("recv:DIFF", "broadcast")
     f.arm("recv:COMMIT", 2)  # arm() replaces the whole set
-    assert f.armed() == [{"point": "recv:COMMIT", "remaining": 2}]
+    assert f.armed() == (("recv:COMMIT", 2),)
     f.arm_all([])
     assert f.crash is None
     f.arm_all([("recv:DIFF@synchronization", 1)])
