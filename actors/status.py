@@ -190,7 +190,6 @@ class ReplicaStatus:
         return self.report.node if self.report is not None else None
 
 
-
 def _plain(v: object) -> Any:
     """``v`` as JSON values: a dataclass as an object, an enum by name (a string enum by value),
     an infinite bound as "+Inf"."""
