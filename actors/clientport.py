@@ -89,10 +89,10 @@ class ClientConn(BatchingProtocol):
 
     def _take(self, req: cp.SubmitReq | cp.StatusReq | cp.ZkReq) -> None:
         if isinstance(req, cp.StatusReq):
-            st = self.server.status()
-            n = st.node
-            self.send(cp.StatusRep(req.rid, st.sid, n.state.name if n else "STARTING", st.established,
-                                   n.current_epoch if n else 0))
+            # Four fields, read directly: the full report (metrics, faults, counters) is not needed.
+            n = self.server.node
+            self.send(cp.StatusRep(req.rid, self.server.sid, n.state.name if n else "STARTING",
+                                   self.server.established, n.current_epoch if n else 0))
         else:
             self.server._run(self.server.service.client(self, req))
 

@@ -554,12 +554,18 @@ class ReplicaServer:
         log.log(level, "replica %d: client %s failed authentication: %s; further failures from this host "
                 "are logged at debug level", self.sid, peer, err)
 
+    @property
+    def established(self) -> bool:
+        """Leading an epoch a quorum acknowledged (NEWLEADER): it takes writes."""
+        n = self.node
+        return n is not None and n.state == PeerState.LEADING and bool(getattr(n.role, "established", False))
+
     def status(self) -> ReplicaReport:
         if self.node is None:
             return ReplicaReport(self.sid, self.fatal)
         return ReplicaReport(
             self.sid, self.fatal, node=self.node.status(),
-            established=self.node.state == PeerState.LEADING and bool(getattr(self.node.role, "established", False)),
+            established=self.established,
             pid=os.getpid(), nice=os.nice(0), stats=dict(self.stats),
             transport=dict(self.transport.stats) if self.transport is not None else {},
             config=self.node.config.text(), departed=self.departed, synced=_synced(self.node),
